@@ -1,0 +1,250 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Callbacks are what a Contender calls as leadership comes and goes. They
+// run in the Contender's own goroutines, never under a lock of this
+// package, so they may call back into the Manager.
+type Callbacks struct {
+	// OnAcquired is called when this contender becomes the owner. It may
+	// return at once or do the leader's work until ctx is done; ctx is
+	// cancelled when leadership ends (lost, or Stop). Required.
+	OnAcquired func(ctx context.Context, l *Lease)
+	// OnReleased is called when leadership has ended and OnAcquired has
+	// returned, with the grant that ended. It always follows its own
+	// OnAcquired and never runs concurrently with it. Optional.
+	OnReleased func(prev Owner)
+	// OnOwner is called with the owner as this contender observes it,
+	// leader or not, each time it changes. Calls are sequential; when one
+	// is slow, intermediate owners may be skipped. Optional.
+	OnOwner func(o Owner)
+}
+
+// A Contender takes part in the election of one mutex: it contends while
+// it is not the owner, holds and renews while it is, and contends again
+// after losing, until Stop.
+type Contender struct {
+	m        *Manager
+	name     string
+	cb       Callbacks
+	stopping chan struct{} // closed by Stop
+	done     chan struct{} // closed when the term loop has ended
+	ownerCh  chan struct{} // buffered: the observed owner changed
+
+	mu      sync.Mutex
+	stopped bool
+	lead    *Lease
+	owner   Owner
+	claim   *claim
+	slot    *slot
+	result  error // of the final release
+}
+
+// Contend starts contending for the mutex name under this Manager's id and
+// returns at once. Stop the Contender (or Close the Manager) to end it.
+// Contenders and Acquire calls of one Manager on one name share its store
+// contender and take turns.
+func (m *Manager) Contend(name string, cb Callbacks) (*Contender, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if cb.OnAcquired == nil {
+		return nil, fmt.Errorf("%w: Callbacks.OnAcquired is nil", ErrInvalidArgument)
+	}
+	c := &Contender{
+		m: m, name: name, cb: cb,
+		stopping: make(chan struct{}),
+		done:     make(chan struct{}),
+		ownerCh:  make(chan struct{}, 1),
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrClosed
+	}
+	m.contenders[c] = struct{}{}
+	m.wg.Add(1)
+	go c.run()
+	if cb.OnOwner != nil {
+		m.wg.Add(1)
+		go c.notify()
+	}
+	m.mu.Unlock()
+	return c, nil
+}
+
+// Leading reports whether this Contender currently holds the mutex.
+func (c *Contender) Leading() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lead != nil && c.lead.Held()
+}
+
+// Owner returns the owner as last observed by this Contender.
+func (c *Contender) Owner() Owner {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owner
+}
+
+// Stop ends the Contender. When it leads, Stop cancels the leader's
+// context, waits for OnAcquired and OnReleased to return, and only then
+// releases the mutex, so the next leader's work cannot overlap this one's.
+// The grant stays renewed while the callbacks finish. If ctx ends first,
+// Stop stops renewing without releasing (the grant lapses after ttl +
+// transition) and returns ctx's error. Stop is idempotent.
+func (c *Contender) Stop(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	c.mu.Lock()
+	first := !c.stopped
+	c.stopped = true
+	l, cl, s := c.lead, c.claim, c.slot
+	c.mu.Unlock()
+	if first {
+		close(c.stopping)
+		if cl != nil {
+			s.cancel(cl)
+		}
+		if l != nil {
+			l.end(ctx, endRequest{}) // drain: cancel the leader's ctx, keep renewing
+		}
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		if l != nil {
+			l.end(context.Background(), endRequest{abandon: true})
+		}
+		return fmt.Errorf("lease: stop %q: %w", c.name, ctx.Err())
+	}
+	c.m.mu.Lock()
+	delete(c.m.contenders, c)
+	c.m.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.result
+}
+
+// run is the term loop: claim, lead, hand back, and claim again.
+func (c *Contender) run() {
+	defer c.m.wg.Done()
+	defer close(c.done)
+	for {
+		cl := newClaim(claimContend)
+		s, err := c.m.enqueue(c.name, cl)
+		if err != nil {
+			return // closed
+		}
+		c.mu.Lock()
+		if c.stopped {
+			c.mu.Unlock()
+			s.cancel(cl)
+			drop(cl)
+			return
+		}
+		c.claim, c.slot = cl, s
+		c.mu.Unlock()
+
+		var l *Lease
+		select {
+		case l = <-cl.lease:
+		case <-cl.fail:
+			return
+		case <-c.stopping:
+			if s.cancel(cl) {
+				return
+			}
+			drop(cl)
+			return
+		}
+		if !c.term(l) {
+			return
+		}
+	}
+}
+
+// drop hands back a grant that arrived after its claim was given up.
+func drop(cl *claim) {
+	select {
+	case l := <-cl.lease:
+		l.end(context.Background(), endRequest{release: true})
+	case <-cl.fail:
+	default:
+	}
+}
+
+// term runs one leadership term and reports whether to contend again.
+func (c *Contender) term(l *Lease) bool {
+	c.mu.Lock()
+	c.claim = nil
+	if c.stopped {
+		c.mu.Unlock()
+		l.end(context.Background(), endRequest{release: true})
+		return false
+	}
+	c.lead = l
+	c.mu.Unlock()
+
+	c.cb.OnAcquired(l.Context(), l)
+	<-l.Done() // OnAcquired may return early; leadership lasts until the lease ends
+	prev := l.Owner()
+	if c.cb.OnReleased != nil {
+		c.cb.OnReleased(prev)
+	}
+
+	c.mu.Lock()
+	c.lead = nil
+	stopped := c.stopped
+	c.mu.Unlock()
+	if !stopped {
+		return true // lost, or released by the leader itself: contend again
+	}
+	// Stop is waiting for us: the callbacks are done, release now.
+	l.end(context.Background(), endRequest{release: true})
+	<-l.stopped
+	l.mu.Lock()
+	err := l.result
+	l.mu.Unlock()
+	if err != nil && !errors.Is(err, ErrNotHeld) {
+		c.mu.Lock()
+		c.result = fmt.Errorf("lease: stop %q: release: %w", c.name, err)
+		c.mu.Unlock()
+	}
+	return false
+}
+
+// setOwner records an observed owner and wakes the OnOwner goroutine.
+func (c *Contender) setOwner(o Owner) {
+	c.mu.Lock()
+	changed := o.ID != c.owner.ID || o.Token != c.owner.Token || c.owner.Mutex == ""
+	c.owner = o
+	c.mu.Unlock()
+	if changed && c.cb.OnOwner != nil {
+		select {
+		case c.ownerCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// notify delivers owner changes to OnOwner, one at a time, until Stop.
+func (c *Contender) notify() {
+	defer c.m.wg.Done()
+	for {
+		select {
+		case <-c.ownerCh:
+			c.cb.OnOwner(c.Owner())
+		case <-c.stopping:
+			return
+		case <-c.m.closing:
+			return
+		}
+	}
+}

@@ -1,0 +1,75 @@
+// Package lease implements distributed mutexes, leases and leader election
+// over a pluggable [Store]: one protocol, written once, for every backend.
+//
+// # Overview
+//
+// A [Manager] contends for mutexes on one store under one contender id.
+// It offers three ways to use a mutex:
+//
+//   - [Manager.Acquire] and [Manager.TryAcquire] return a held [Lease]:
+//     mutual exclusion with a fencing token ([Lease.Token]), a context that is
+//     cancelled the moment the lease is lost ([Lease.Context], [Lease.Done]),
+//     and [Lease.Release].
+//   - [Manager.Contend] elects a leader among processes and calls
+//     [Callbacks] as leadership comes and goes; [Schedule] runs periodic work
+//     only on the leader.
+//   - [Manager.Watch] and [Manager.Get] observe the owner without contending.
+//
+// The model is Simba's: a grant is exclusive for ttl, then for a transition
+// window in which only its owner may renew; after ttl + transition anyone
+// may take it. The Manager renews held grants about every ttl/3, retries
+// failed renewals with short jittered back-off, and wakes waiters as soon as
+// the store reports a release (Redis pub/sub, PostgreSQL LISTEN/NOTIFY,
+// ZooKeeper watches), falling back to polling at the owner's transition end
+// plus a jitter in [−200 ms, +1000 ms).
+//
+// Stores implement the small [Store] interface (plus the optional [Watcher]
+// and [BatchRenewer]); package memstore is an in-process one for tests, and
+// package tck checks any store against the contract.
+//
+// # Guarantees
+//
+// Token monotonicity. Every grant of a mutex carries a token strictly
+// greater than every earlier grant's token for that mutex, on every store,
+// across store restarts. Renewals keep the token.
+//
+// Loss is told first. The holder keeps a deadline on its own monotonic
+// clock:
+//
+//	deadline = t_send + ttl + transition − safety
+//
+// where t_send is when the last confirmed acquire or renew was sent (the
+// server wrote the grant after that instant, so it cannot expire earlier)
+// and safety defaults to max(transition/2, ttl/10). When the deadline passes
+// without a confirmed renewal, Done closes and Context is cancelled with
+// cause [ErrLost] — even while a store call hangs, because the deadline
+// timer never waits on I/O. With the defaults (ttl 10 s, transition 6 s) the
+// holder is told 3 s before anyone else could be granted the mutex.
+//
+// Never lie. Renew and release are conditioned on the contender and the
+// grant's token: a stale one returns [ErrNotHeld] and leaves the new owner
+// alone. A late renew never re-acquires, and a grant the holder was told it
+// lost is given back, never reused under the same token.
+//
+// Callbacks are ordered. OnReleased follows its OnAcquired and never runs
+// concurrently with it; no callback runs under a lock of this package.
+// Contender.Stop waits for the callbacks before releasing the mutex, so a
+// voluntary hand-over never overlaps two leaders' work.
+//
+// # What is not guaranteed
+//
+// No lease lock guarantees mutual exclusion by itself. A holder can be
+// paused (GC, SIGSTOP, a slow disk, a VM migration) after checking that its
+// lease is held and before it writes; by the time the write lands, another
+// holder may exist. Pass [Lease.Token] to the resource and have it reject
+// tokens lower than the highest it has accepted: that is the only protection
+// against pauses.
+//
+// The deadline assumes that the client's and the server's clocks run at
+// nearly the same rate (the safety margin absorbs the difference and the
+// holder's scheduling delay). Wall-clock steps do not matter: the client
+// measures only monotonic time and every expiry is decided by the server.
+// A store that loses acknowledged writes (Redis with asynchronous
+// replication failing over) can grant a mutex twice; tokens still never
+// repeat where the store says so, and fencing still rejects the stale holder.
+package lease

@@ -1,0 +1,35 @@
+package lease
+
+import "errors"
+
+// Errors of this package. Every error a call returns wraps at most one of
+// them; test with [errors.Is].
+var (
+	// ErrNotAcquired: TryAcquire found the mutex held by someone else
+	// (another process, or another goroutine of the same Manager).
+	ErrNotAcquired = errors.New("lease: not acquired")
+
+	// ErrNotHeld: a renew or release named a grant that is no longer the
+	// current one. Stores return it too (see [Store]).
+	ErrNotHeld = errors.New("lease: not held")
+
+	// ErrLost is the cause of a Lease's context when the lease ended
+	// without being released: its deadline passed without a confirmed
+	// renewal, or the store reported another owner.
+	ErrLost = errors.New("lease: lost")
+
+	// ErrReleased is the cause of a Lease's context after Release, Stop or
+	// Close ended it.
+	ErrReleased = errors.New("lease: released")
+
+	// ErrClosed: the Manager was closed.
+	ErrClosed = errors.New("lease: manager closed")
+
+	// ErrInvalidName: a mutex name is empty, too long, not valid UTF-8 or
+	// contains a NUL byte.
+	ErrInvalidName = errors.New("lease: invalid name")
+
+	// ErrInvalidArgument: an option, callback, store or other argument is
+	// unusable (nil, non-positive duration, inconsistent timings, ...).
+	ErrInvalidArgument = errors.New("lease: invalid argument")
+)

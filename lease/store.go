@@ -1,0 +1,128 @@
+package lease
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the port every storage backend implements. Each method is one
+// atomic operation on the store's server, one round trip where the backend
+// allows it. All protocol logic (timing, renewal, loss, callbacks, jitter)
+// lives in this package; a Store only translates.
+//
+// Times are decided by the server's clock. A Store reports remaining
+// durations, never absolute timestamps, so no client ever compares its own
+// clock with the server's.
+//
+// Names reaching a Store have passed [ValidateName]; contender ids are
+// non-empty valid UTF-8 of at most [MaxContenderIDLength] bytes. A Store must
+// accept every such name and id and must never confuse two different names.
+//
+// Contract, per method:
+//
+//   - Acquire grants the mutex to contender when it is free, when the previous
+//     grant's transition has ended on the server's clock, or when contender
+//     already holds a live grant (then it extends that grant and keeps its
+//     token, so a retried Acquire whose reply was lost is idempotent). A new
+//     grant gets a token strictly greater than every earlier grant's token for
+//     that mutex, across server restarts. A new grant runs for ttl, then for
+//     transition during which only its holder may renew. Acquire returns the
+//     record after the attempt: the caller holds the mutex exactly when
+//     Record.Owner == contender. Losing is not an error. A store with a fair
+//     wait queue may enqueue a losing contender (with an expiry, so a crashed
+//     waiter does not absorb wake-ups) and may refuse a free mutex to anyone
+//     but the longest live waiter for a short hand-off window; it then reports
+//     an empty Owner with a positive Transition, the time after which the
+//     caller should try again.
+//   - Renew extends the live grant identified by contender and token by ttl
+//     and transition from the server's now. It fails with an error wrapping
+//     [ErrNotHeld] when that grant is not the current one or its transition
+//     has ended: a late renew never re-acquires. On ErrNotHeld the returned
+//     Record describes the current owner when the store knows it.
+//   - Release ends contender's interest in the mutex. When contender holds the
+//     grant with this token, the grant ends at once and the next waiter is
+//     woken; otherwise it returns an error wrapping [ErrNotHeld] and leaves the
+//     current owner alone. In both cases any wait-queue entry of contender is
+//     removed. Token 0 (never a valid token) only withdraws from the queue.
+//   - Get reads the current record without changing anything. An unknown or
+//     free mutex is a zero Owner, not an error.
+//
+// Errors other than ErrNotHeld mean the outcome is unknown (the request may
+// or may not have been applied); the caller retries or gives up safely.
+type Store interface {
+	Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (Record, error)
+	Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (Record, error)
+	Release(ctx context.Context, mutex, contender string, token uint64) error
+	Get(ctx context.Context, mutex string) (Record, error)
+}
+
+// Record is the state of one mutex as the store's server saw it during a
+// call.
+type Record struct {
+	// Owner is the contender id of the current grant, or "" when the mutex
+	// is free.
+	Owner string
+	// Token is the fencing token of the current grant (0 when free).
+	Token uint64
+	// TTL is the time left, on the server's clock, until the grant's ttl
+	// ends. It is never negative.
+	TTL time.Duration
+	// Transition is the time left until the grant's transition ends, after
+	// which any contender may take the mutex. It is never less than TTL.
+	// With an empty Owner, a positive Transition means the store holds the
+	// mutex back (a fair hand-off) for that long.
+	Transition time.Duration
+}
+
+// Held reports whether the record names contender as the owner.
+func (r Record) Held(contender string) bool { return r.Owner != "" && r.Owner == contender }
+
+// Watcher is an optional Store capability: push notifications that let
+// waiters try again at once instead of at the owner's transition end.
+//
+// Events are hints only. Acquisition is always the atomic Acquire; a lost
+// event delays a waiter but never blocks it, because waiters also poll.
+type Watcher interface {
+	// Watch subscribes to events of mutex. contender is the id of the
+	// waiting contender, so a store with a fair queue can wake only the
+	// next waiter; "" subscribes an observer that wants every change.
+	// The channel is closed when ctx ends or the subscription breaks; the
+	// caller then falls back to polling and may call Watch again. A store
+	// may drop events for a slow receiver; it never blocks on one.
+	Watch(ctx context.Context, mutex, contender string) (<-chan Event, error)
+}
+
+// Event is a hint that the owner of a mutex changed.
+type Event struct {
+	// Mutex is the name the event is about.
+	Mutex string
+	// Owner is the new owner, or "" when the mutex was released.
+	Owner string
+	// Token is the new grant's token, or 0 after a release.
+	Token uint64
+}
+
+// BatchRenewer is an optional Store capability: renewing many grants held
+// by one Manager in one round trip (per server or slot, as the store can).
+type BatchRenewer interface {
+	// RenewMany renews each request as Renew would and returns one result
+	// per request, in order. The error is for the batch as a whole (the
+	// outcome of every request is unknown); per-request failures, such as
+	// ErrNotHeld, are in the results.
+	RenewMany(ctx context.Context, reqs []RenewRequest) ([]RenewResult, error)
+}
+
+// RenewRequest is one grant to renew in a [BatchRenewer.RenewMany] call.
+type RenewRequest struct {
+	Mutex      string
+	Contender  string
+	Token      uint64
+	TTL        time.Duration
+	Transition time.Duration
+}
+
+// RenewResult is the outcome of one [RenewRequest].
+type RenewResult struct {
+	Record Record
+	Err    error
+}

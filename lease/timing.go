@@ -1,0 +1,75 @@
+package lease
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Jitter bounds for waiters, as in Simba's ContendPeriod: a waiter retries
+// between 200 ms before and 1 s after the owner's transition ends.
+const (
+	jitterEarly = 200 * time.Millisecond
+	jitterLate  = 1000 * time.Millisecond
+	// minRetry is the shortest pause between two acquire attempts of one
+	// waiter, so a near-expired owner cannot make a waiter spin.
+	minRetry = 5 * time.Millisecond
+)
+
+// deadline returns when a holder must consider its lease lost: t_send plus
+// the grant's remaining transition (as the server reported it, never more
+// than ttl + transition) minus the safety margin.
+//
+// The server wrote the grant at some instant after sent, so on a clock that
+// runs at the server's rate nobody else can be granted the mutex before
+// sent + ttl + transition; firing safety earlier absorbs rate differences
+// and the holder's own scheduling delay.
+func (c *config) deadline(sent time.Time, rec Record) time.Time {
+	left := min(rec.Transition, c.ttl+c.transition)
+	return sent.Add(left - c.safety)
+}
+
+// renewAt returns when to send the next renewal of a grant confirmed by a
+// call sent at sent: about a third of ttl later, and never later than a
+// third of the time left before the deadline. With a batch store all
+// renewals of one Manager are aligned on a common grid (period ttl/6), so
+// they share round trips; each is then sent between ttl/6 and ttl/3 after
+// its last confirmation.
+func (c *config) renewAt(sent, deadline time.Time, grid time.Time, aligned bool) time.Time {
+	step := min(c.ttl, deadline.Sub(sent)) / 3
+	at := sent.Add(step)
+	if aligned && c.ttl >= 6*time.Millisecond {
+		period := c.ttl / 6
+		// The last grid point at or before at, but not before sent+step/2.
+		n := at.Sub(grid) / period
+		if g := grid.Add(n * period); !g.Before(sent.Add(step / 2)) {
+			at = g
+		}
+	}
+	return at
+}
+
+// waitDelay returns how long a waiter sleeps after losing an attempt that
+// returned rec: until the owner's transition ends, plus a jitter in
+// [−200 ms, +1000 ms) (no early part when transition is zero, as in Simba).
+func (c *config) waitDelay(rec Record) time.Duration {
+	lo := -jitterEarly
+	if c.transition == 0 {
+		lo = 0
+	}
+	d := rec.Transition + lo + rand.N(jitterLate-lo)
+	return max(d, minRetry)
+}
+
+// backoff returns the pause before retry number attempt (0-based) of a
+// failed store call: exponential from ttl/50 (10–200 ms), capped at ttl/5,
+// with full jitter in its upper half.
+func (c *config) backoff(attempt int) time.Duration {
+	base := min(max(c.ttl/50, 10*time.Millisecond), 200*time.Millisecond)
+	capD := max(c.ttl/5, base)
+	d := base
+	for i := 0; i < attempt && d < capD; i++ {
+		d *= 2
+	}
+	d = min(d, capD)
+	return d/2 + rand.N(d/2+1)
+}

@@ -1,0 +1,102 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Watch observes the owner of the mutex name without contending. The
+// channel receives the current owner first, then every change (a new
+// grant, a release, an expiry), and is closed when ctx ends or the Manager
+// closes. Changes are found by store events where the store pushes them,
+// and by polling at the owner's transition end otherwise; a slow receiver
+// sees only the latest owner.
+func (m *Manager) Watch(ctx context.Context, name string) (<-chan Owner, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	ch := make(chan Owner)
+	m.wg.Add(1)
+	go m.watch(ctx, name, ch)
+	return ch, nil
+}
+
+func (m *Manager) watch(ctx context.Context, name string, ch chan<- Owner) {
+	defer m.wg.Done()
+	defer close(ch)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var events <-chan Event
+	var last Owner
+	first, errs := true, 0
+	for {
+		if events == nil && m.watcher != nil {
+			events, _ = m.watcher.Watch(ctx, name, "")
+		}
+		var rec Record
+		err := m.call(ctx, func(ctx context.Context) (err error) {
+			rec, err = m.store.Get(ctx, name)
+			return err
+		})
+		var delay time.Duration
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.cfg.logger.Warn("watch: get failed", "mutex", name, "error", err)
+			delay = m.cfg.backoff(errs)
+			errs++
+		} else {
+			errs = 0
+			o := ownerOf(name, rec)
+			if first || o.ID != last.ID || o.Token != last.Token {
+				select {
+				case ch <- o:
+				case <-ctx.Done():
+					return
+				case <-m.closing:
+					return
+				}
+				first, last = false, o
+			}
+			// An owner that keeps renewing keeps its transition end ahead;
+			// check at least once per ttl, shortly after it could lapse.
+			delay = min(rec.Transition, m.cfg.ttl) + rand.N(jitterEarly)
+		}
+		if !m.watchWait(ctx, delay, &events) {
+			return
+		}
+	}
+}
+
+// watchWait sleeps for d or until an event; it reports false when the
+// watch must end.
+func (m *Manager) watchWait(ctx context.Context, d time.Duration, events *<-chan Event) bool {
+	t := m.cfg.clock.NewTimer(max(d, minRetry))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			return true
+		case _, ok := <-*events:
+			if ok {
+				return true
+			}
+			*events = nil
+		case <-ctx.Done():
+			return false
+		case <-m.closing:
+			return false
+		}
+	}
+}

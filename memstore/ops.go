@@ -1,0 +1,203 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// The operations of the lease.Store port. Each one validates its input,
+// passes the fault hook (see SetFault), then runs as one atomic step under
+// the Store's lock on the server clock.
+
+// Acquire grants mutex to contender when it is free (and not reserved for
+// another waiter), when the previous grant's transition has ended, or when
+// contender already holds the live grant; then the grant runs for ttl, then
+// for transition. A new grant gets the mutex's next fencing token, even when
+// it goes to the contender whose earlier grant ended; extending a live grant
+// keeps the token. A losing contender joins the wait queue. Losing is not an
+// error: the caller holds the mutex exactly when the returned Record's Owner
+// is contender.
+func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	if err := checkRequest(mutex, contender, ttl, transition); err != nil {
+		return lease.Record{}, fmt.Errorf("memstore: acquire %q: %w", mutex, err)
+	}
+	lost, err := s.enter(ctx, OpAcquire, target{mutex, contender})
+	if err != nil {
+		return lease.Record{}, err
+	}
+	var rec lease.Record
+	s.do(mutex, func(m *mutexState, now time.Time) {
+		switch {
+		case m.owner == contender:
+			m.extend(now, ttl, transition)
+		case m.owner == "" && m.mayTake(contender):
+			m.grant(contender, now, ttl, transition)
+			m.dequeue(contender)
+			m.reserved = ""
+			m.granted()
+		default:
+			m.enqueue(contender, now, ttl, transition)
+		}
+		rec = m.record(now)
+	})
+	if lost {
+		return lease.Record{}, injected(OpAcquire, mutex, FaultLoseReply)
+	}
+	return rec, nil
+}
+
+// Renew extends the grant of contender with token by ttl, then transition,
+// from the server's now, keeping the token. It fails with an error wrapping
+// [lease.ErrNotHeld], and returns the current record, when that grant is not
+// the current one or its transition has ended; it never re-acquires.
+func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+	if err := checkRequest(mutex, contender, ttl, transition); err != nil {
+		return lease.Record{}, fmt.Errorf("memstore: renew %q: %w", mutex, err)
+	}
+	lost, err := s.enter(ctx, OpRenew, target{mutex, contender})
+	if err != nil {
+		return lease.Record{}, err
+	}
+	var rec lease.Record
+	s.do(mutex, func(m *mutexState, now time.Time) {
+		rec, err = m.renew(mutex, contender, token, ttl, transition, now)
+	})
+	if lost {
+		return lease.Record{}, injected(OpRenew, mutex, FaultLoseReply)
+	}
+	return rec, err
+}
+
+// renew is one Renew on settled state. s.mu is held.
+func (m *mutexState) renew(mutex, contender string, token uint64, ttl, transition time.Duration, now time.Time) (lease.Record, error) {
+	if m.owner != contender || m.token != token {
+		return m.record(now), fmt.Errorf("memstore: renew %q: %w", mutex, lease.ErrNotHeld)
+	}
+	m.extend(now, ttl, transition)
+	return m.record(now), nil
+}
+
+// RenewMany renews each request as [Store.Renew] would, in one step that
+// counts as one round trip, and returns one result per request in order. An
+// invalid request gets its own error; the batch error is for faults and a
+// done context, when nothing is known about any request.
+func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
+	results := make([]lease.RenewResult, len(reqs))
+	targets := make([]target, len(reqs))
+	for i, r := range reqs {
+		if err := checkRequest(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
+			results[i].Err = fmt.Errorf("memstore: renew %q: %w", r.Mutex, err)
+		}
+		targets[i] = target{r.Mutex, r.Contender}
+	}
+	lost, err := s.enter(ctx, OpRenewMany, targets...)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	now := s.now()
+	for i, r := range reqs {
+		if results[i].Err != nil {
+			continue
+		}
+		m := s.state(r.Mutex)
+		s.settle(m, now)
+		results[i].Record, results[i].Err = m.renew(r.Mutex, r.Contender, r.Token, r.TTL, r.Transition, now)
+		s.arm(m, now)
+	}
+	s.mu.Unlock()
+	if lost {
+		return nil, injected(OpRenewMany, "", FaultLoseReply)
+	}
+	return results, nil
+}
+
+// Release ends contender's interest in mutex. When contender holds the
+// current grant with token, the mutex is freed at once, observers are told,
+// and the longest live waiter is woken and gets the hand-off window (see
+// [WithHandoff]). Otherwise it returns an error wrapping [lease.ErrNotHeld]
+// and leaves the owner alone; token 0, never a valid token, always takes
+// this path and so only withdraws from the queue. In both cases contender's
+// wait-queue entry is removed.
+func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
+	if err := checkNameContender(mutex, contender); err != nil {
+		return fmt.Errorf("memstore: release %q: %w", mutex, err)
+	}
+	lost, err := s.enter(ctx, OpRelease, target{mutex, contender})
+	if err != nil {
+		return err
+	}
+	s.do(mutex, func(m *mutexState, now time.Time) {
+		m.dequeue(contender)
+		if token != 0 && m.owner == contender && m.token == token {
+			m.free()
+			s.released(m, now)
+			return
+		}
+		s.settleReservation(m, now) // contender may have been the reserved waiter
+		err = fmt.Errorf("memstore: release %q: %w", mutex, lease.ErrNotHeld)
+	})
+	if lost {
+		return injected(OpRelease, mutex, FaultLoseReply)
+	}
+	return err
+}
+
+// Get returns the current record of mutex without changing it. A free or
+// unknown mutex has an empty Owner; a free mutex held back for a waiter has
+// a positive Transition (the rest of the hand-off window).
+func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
+	if err := lease.ValidateName(mutex); err != nil {
+		return lease.Record{}, fmt.Errorf("memstore: get: %w", err)
+	}
+	lost, err := s.enter(ctx, OpGet, target{mutex, ""})
+	if err != nil {
+		return lease.Record{}, err
+	}
+	var rec lease.Record
+	s.do(mutex, func(m *mutexState, now time.Time) { rec = m.record(now) })
+	if lost {
+		return lease.Record{}, injected(OpGet, mutex, FaultLoseReply)
+	}
+	return rec, nil
+}
+
+// checkRequest validates the input of Acquire and Renew.
+func checkRequest(mutex, contender string, ttl, transition time.Duration) error {
+	if err := checkNameContender(mutex, contender); err != nil {
+		return err
+	}
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: ttl %v is less than 1ms", lease.ErrInvalidArgument, ttl)
+	}
+	if transition < 0 {
+		return fmt.Errorf("%w: transition %v is negative", lease.ErrInvalidArgument, transition)
+	}
+	return nil
+}
+
+// checkNameContender validates a mutex name and a contender id.
+func checkNameContender(mutex, contender string) error {
+	if err := lease.ValidateName(mutex); err != nil {
+		return err
+	}
+	return checkContender(contender)
+}
+
+// checkContender accepts what the Store contract promises: non-empty valid
+// UTF-8 of at most lease.MaxContenderIDLength bytes.
+func checkContender(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty contender id", lease.ErrInvalidArgument)
+	case len(id) > lease.MaxContenderIDLength:
+		return fmt.Errorf("%w: contender id of %d bytes, more than %d", lease.ErrInvalidArgument, len(id), lease.MaxContenderIDLength)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: contender id is not valid UTF-8", lease.ErrInvalidArgument)
+	}
+	return nil
+}

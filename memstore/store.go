@@ -1,0 +1,231 @@
+// Package memstore is an in-process [lease.Store] for tests and
+// single-process use.
+//
+// It keeps the whole Store contract, including the optional [lease.Watcher]
+// and [lease.BatchRenewer] capabilities, a fair wait queue with a hand-off
+// reservation, and fencing tokens that only grow. All state lives in memory:
+// it is not shared between processes and does not survive the Store value,
+// so it is no substitute for a real backend across processes.
+//
+// Fairness: a losing Acquire queues its contender (FIFO, kept for
+// 2 × (ttl + transition) after its latest Acquire). A Release wakes only the
+// longest live waiter and holds the mutex for it for a short hand-off window
+// ([WithHandoff]). When a grant's transition simply ends, nothing is held
+// back and nobody is woken: waiters poll at that time anyway, and the first
+// Acquire after it wins, which keeps the takeover bound after a crash at
+// ttl + transition plus the caller's jitter and poll.
+//
+// For tests it adds what a real backend cannot offer: a replaceable server
+// clock ([WithClock]), injected faults ([Store.SetFault],
+// [Store.FailContender], [Store.Heal]), per-operation call counts
+// ([Store.Stats]) and a look at a mutex's internal state ([Store.Inspect]).
+//
+// The Store starts no goroutine when it is made. It uses the time package
+// (time.Now, time.AfterFunc), so it works inside a testing/synctest bubble;
+// create it inside the bubble that uses it. The only goroutines it causes are
+// short-lived timer and context callbacks, none of which outlives the
+// contexts and timers that start it.
+package memstore
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// DefaultHandoff is the default hand-off window: how long a mutex freed by a
+// Release is held back for the longest live waiter.
+const DefaultHandoff = time.Second
+
+// Compile-time checks that Store keeps the port and both capabilities.
+var (
+	_ lease.Store        = (*Store)(nil)
+	_ lease.Watcher      = (*Store)(nil)
+	_ lease.BatchRenewer = (*Store)(nil)
+)
+
+// Store is an in-process lease store. Make one with [New]; the zero value is
+// not usable. All methods are safe for concurrent use.
+type Store struct {
+	now     func() time.Time // the "server" clock
+	handoff time.Duration
+
+	mu      sync.Mutex
+	mutexes map[string]*mutexState
+	stats   Stats
+
+	fault  func(op Op, mutex, contender string) Fault
+	hangCh chan struct{} // closed when fault is replaced; made lazily
+}
+
+// An Option configures a Store made by [New].
+type Option func(*Store)
+
+// WithClock replaces the server's clock, which decides every expiry. The
+// default is time.Now. now must be safe for concurrent use; nil keeps the
+// default. The hand-off timer (see [WithHandoff]) still waits on the time
+// package: with a clock that does not follow it, a lapsed reservation is
+// noticed at the next call on that mutex instead.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
+// WithHandoff sets the hand-off window (default [DefaultHandoff]). When a
+// Release frees a mutex that has live waiters, only the longest waiter may
+// take it during the window; others are told to retry when it ends. If that
+// waiter does not come, it leaves the queue and the next one gets a window
+// of its own and a wake-up.
+//
+// Each window is also capped at the waiter's own ttl + transition, so a
+// crashed waiter never holds a mutex back longer than its grant would have.
+// Keep d well below ttl + transition, since every crashed waiter still in the
+// queue delays the hand-off by up to one window. d <= 0 disables the
+// reservation: a Release then only wakes the longest waiter, and whoever
+// calls Acquire first wins.
+func WithHandoff(d time.Duration) Option {
+	return func(s *Store) { s.handoff = max(d, 0) }
+}
+
+// New returns an empty Store configured by opts.
+func New(opts ...Option) *Store {
+	s := &Store{
+		now:     time.Now,
+		handoff: DefaultHandoff,
+		mutexes: make(map[string]*mutexState),
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(s)
+		}
+	}
+	return s
+}
+
+// mutexState is the server-side state of one mutex. Times are on the
+// server's clock and never leave the Store.
+type mutexState struct {
+	name string
+
+	owner        string // "" when free
+	token        uint64 // current grant's token, 0 when free
+	counter      uint64 // highest token ever granted; never goes down
+	ttlAt        time.Time
+	transitionAt time.Time
+
+	queue         []waiter // FIFO by first arrival
+	reserved      string   // waiter the free mutex is held back for, or ""
+	reservedUntil time.Time
+	timer         *time.Timer // fires when the reservation lapses
+	timerAt       time.Time   // the reservedUntil timer was armed for
+
+	subs map[*subscriber]struct{}
+}
+
+// state returns the state of name, creating it when needed. s.mu is held.
+func (s *Store) state(name string) *mutexState {
+	m := s.mutexes[name]
+	if m == nil {
+		m = &mutexState{name: name, subs: make(map[*subscriber]struct{})}
+		s.mutexes[name] = m
+	}
+	return m
+}
+
+// do runs fn on the settled state of mutex under the lock, then arms the
+// hand-off timer for whatever reservation fn left behind.
+func (s *Store) do(mutex string, fn func(m *mutexState, now time.Time)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.state(mutex)
+	now := s.now()
+	s.settle(m, now)
+	fn(m, now)
+	s.arm(m, now)
+}
+
+// settle brings m up to date with now: an ended grant frees the mutex,
+// expired waiters leave the queue, and a lapsed reservation moves on to the
+// next waiter. Settling is what time does; it changes no observable outcome.
+func (s *Store) settle(m *mutexState, now time.Time) {
+	if m.owner != "" && !now.Before(m.transitionAt) {
+		m.free()
+	}
+	m.pruneQueue(now)
+	s.settleReservation(m, now)
+}
+
+// free ends the current grant. The fencing counter is kept.
+func (m *mutexState) free() {
+	m.owner, m.token = "", 0
+	m.ttlAt, m.transitionAt = time.Time{}, time.Time{}
+}
+
+// grant makes contender the owner with a new token.
+func (m *mutexState) grant(contender string, now time.Time, ttl, transition time.Duration) {
+	m.counter++
+	m.owner, m.token = contender, m.counter
+	m.extend(now, ttl, transition)
+}
+
+// extend runs the current grant for ttl, then transition, from now.
+func (m *mutexState) extend(now time.Time, ttl, transition time.Duration) {
+	m.ttlAt = now.Add(ttl)
+	m.transitionAt = now.Add(addSat(ttl, transition))
+}
+
+// record describes m at now with remaining durations only.
+func (m *mutexState) record(now time.Time) lease.Record {
+	if m.owner == "" {
+		var hold time.Duration
+		if m.reserved != "" {
+			hold = max(m.reservedUntil.Sub(now), 0)
+		}
+		return lease.Record{Transition: hold}
+	}
+	ttl := max(m.ttlAt.Sub(now), 0)
+	return lease.Record{
+		Owner:      m.owner,
+		Token:      m.token,
+		TTL:        ttl,
+		Transition: max(m.transitionAt.Sub(now), ttl),
+	}
+}
+
+// arm keeps exactly one timer pending for the current reservation, so the
+// next waiter is woken when it lapses even if nobody calls the Store.
+func (s *Store) arm(m *mutexState, now time.Time) {
+	if m.timer != nil && (m.reserved == "" || !m.timerAt.Equal(m.reservedUntil)) {
+		m.timer.Stop()
+		m.timer = nil
+	}
+	if m.reserved == "" || m.timer != nil {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(max(m.reservedUntil.Sub(now), 0), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if m.timer != t {
+			return // stopped or replaced while this callback waited
+		}
+		m.timer = nil
+		now := s.now()
+		s.settle(m, now)
+		s.arm(m, now) // the next reservation, or this one if the clock lags
+	})
+	m.timer, m.timerAt = t, m.reservedUntil
+}
+
+// addSat adds two non-negative durations, saturating instead of wrapping.
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
