@@ -39,7 +39,7 @@ func (s *slot) hold(ctx context.Context, l *Lease, sent time.Time) (lost uint64)
 				cfg.logger.Warn("lease lost: no renewal confirmed before the deadline",
 					"mutex", s.name, "token", l.token)
 			}
-			l.finish(nil)
+			s.finish(l, nil)
 			return l.token
 
 		case <-renewT.C():
@@ -66,7 +66,7 @@ func (s *slot) hold(ctx context.Context, l *Lease, sent time.Time) (lost uint64)
 				cfg.logger.Warn("lease lost: the store reports another grant",
 					"mutex", s.name, "token", l.token, "owner", r.rec.Owner)
 				m.notifyOwner(ownerOf(s.name, r.rec))
-				l.finish(nil)
+				s.finish(l, nil)
 				return 0
 			default:
 				cfg.logger.Warn("renew failed", "mutex", s.name, "token", l.token,
@@ -96,13 +96,16 @@ func (s *slot) end(ctx context.Context, l *Lease, req endRequest) (done bool, lo
 	l.cancel(ErrReleased)
 	switch {
 	case req.abandon:
-		l.finish(nil)
-		return true, l.token
+		// A callback still runs under this grant: neither release it nor
+		// acquire it again (that would extend it) until it has lapsed.
+		s.m.abandon(s.name, l.Deadline().Add(s.m.cfg.safety))
+		s.finish(l, nil)
+		return true, 0
 	case !req.release:
 		return false, 0 // draining: keep the grant alive until told
 	}
 	err := s.releaseHeld(ctx, l)
-	l.finish(err)
+	s.finish(l, err)
 	if err != nil && !errors.Is(err, ErrNotHeld) {
 		return true, l.token
 	}
@@ -146,4 +149,11 @@ func (s *slot) releaseHeld(ctx context.Context, l *Lease) error {
 		<-t.C()
 	}
 	return err
+}
+
+// finish marks the lease stopped, after marking the slot free: a caller
+// whose Release has returned may acquire the mutex again at once.
+func (s *slot) finish(l *Lease, result error) {
+	s.setHolding(false)
+	l.finish(result)
 }

@@ -29,6 +29,9 @@ type Manager struct {
 	closed     bool
 	slots      map[string]*slot
 	contenders map[*Contender]struct{}
+	// abandonedUntil holds, per mutex, when a grant whose Stop gave up on
+	// its callbacks has surely lapsed on the server.
+	abandonedUntil map[string]time.Time
 }
 
 // NewManager returns a Manager for store. It starts no goroutine until it
@@ -49,6 +52,8 @@ func NewManager(store Store, opts ...Option) (*Manager, error) {
 		closing:    make(chan struct{}),
 		slots:      make(map[string]*slot),
 		contenders: make(map[*Contender]struct{}),
+
+		abandonedUntil: make(map[string]time.Time),
 	}
 	m.watcher, _ = store.(Watcher)
 	if br, ok := store.(BatchRenewer); ok {
@@ -222,4 +227,27 @@ func (m *Manager) notifyOwner(o Owner) {
 			c.setOwner(o)
 		}
 	}
+}
+
+// abandon records that the grant of name must be left to lapse until then.
+func (m *Manager) abandon(name string, until time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.abandonedUntil[name] = until
+}
+
+// abandoned returns how long attempts on name must still wait for an
+// abandoned grant to lapse (0: none).
+func (m *Manager) abandoned(name string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	until, ok := m.abandonedUntil[name]
+	if !ok {
+		return 0
+	}
+	if d := until.Sub(m.cfg.clock.Now()); d > 0 {
+		return d
+	}
+	delete(m.abandonedUntil, name)
+	return 0
 }

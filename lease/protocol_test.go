@@ -99,7 +99,11 @@ func TestDeadlineFiresWhileCallHangs(t *testing.T) {
 			granted <- time.Now()
 		}()
 
-		<-la.Done()
+		select {
+		case <-la.Done():
+		case <-time.After(time.Minute):
+			t.Fatal("Done never fired while the holder's renewals hang")
+		}
 		doneAt := time.Now()
 		if got := doneAt.Sub(t0); got != tDeadline {
 			t.Errorf("Done after %v, want t_send + ttl + transition − safety = %v", got, tDeadline)

@@ -157,7 +157,7 @@ func (s *slot) retire() bool {
 	return len(s.claims) == 0
 }
 
-func isTry(c *claim) bool { return c.kind == claimTry }
+func isTry(c *claim) bool  { return c.kind == claimTry }
 func anyClaim(*claim) bool { return true }
 
 // run is the slot's goroutine: contend while there are claims, hold a
@@ -199,6 +199,10 @@ func (s *slot) run() {
 // wait until the next attempt is due.
 func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 	m, cfg := s.m, &s.m.cfg
+	if wait := m.abandoned(s.name); wait > 0 {
+		s.wait(wait, events)
+		return
+	}
 	sent := cfg.clock.Now()
 	var rec Record
 	err := m.call(ctx, func(ctx context.Context) (err error) {
@@ -246,7 +250,6 @@ func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 	l := newLease(s.name, cfg.id, rec, deadline, cfg.clock)
 	c.lease <- l
 	p.lostToken = s.hold(ctx, l, sent)
-	s.setHolding(false)
 }
 
 // wait sleeps until the next attempt is due, an event arrives, the queue

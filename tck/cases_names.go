@@ -1,0 +1,180 @@
+package tck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Names: every valid name works and no two collide (RELIABILITY.md S12);
+// invalid ones are refused with ErrInvalidName and never panic.
+
+// oddNames returns valid names that stores must encode with care, unique
+// to one run through tag. Neighbours differ in the one detail a careless
+// encoding loses: separators, case, trailing space, Unicode normalization,
+// a parent and its child path, dot segments, the last or first byte of a
+// name of the maximum length.
+func oddNames(tag string) []string {
+	long := func(first, fill, last string) string {
+		body := first + "tck/" + tag + "/"
+		for len(body)+len(fill)+len(last) <= lease.MaxNameLength {
+			body += fill
+		}
+		return body + strings.Repeat("x", lease.MaxNameLength-len(body)-len(last)) + last
+	}
+	return []string{
+		"tck/ünïcødé/日本語/" + tag,
+		"{" + tag + "}",
+		"tck{braces}" + tag,
+		"tck}{" + tag,
+		"tck/a/b/c/" + tag,
+		"/" + tag + "/",
+		"tck/" + tag,
+		"tck/" + tag + "/child",
+		"tck/" + tag + "//child",
+		"tck/" + tag + "/./child",
+		"tck/" + tag + "/../" + tag,
+		"tck:" + tag,
+		"tck_" + tag,
+		"tck%2F" + tag,
+		"TCK/" + tag,
+		"tck/" + tag + " ",
+		"tck with spaces " + tag,
+		"🔒🚀 " + tag,
+		"caf\u00e9 " + tag,  // é precomposed (NFC)
+		"cafe\u0301 " + tag, // e + combining acute (NFD)
+		"tck\t\r\n" + tag,
+		"tck*?[]^$|" + tag,
+		"tck'\"\\;-- " + tag,
+		"tck@@" + tag,
+		long("", "x", "a"),
+		long("", "x", "b"),
+		long("A", "x", "a"),
+		long("B", "x", "a"),
+		long("", "é", "y"),
+	}
+}
+
+// caseOddNames: each round holds every odd name at once, split between two
+// Managers by one bit of the name's index, so every pair of names is held
+// by different Managers in some round; a collision makes a TryAcquire fail
+// or a Get name the wrong owner. Then a release hands some of the odd
+// names to a waiter promptly, so notifications encode names as keys do.
+func caseOddNames(e *env) {
+	m := []*lease.Manager{e.newManager(), e.newManager()}
+	raw := e.client()
+	names := oddNames(randHex())
+	for _, n := range names {
+		if err := lease.ValidateName(n); err != nil {
+			e.t.Fatalf("tck bug: odd name %q is invalid: %v", n, err)
+		}
+	}
+	rounds := bits.Len(uint(len(names) - 1))
+	for round := range rounds {
+		held := make([]*lease.Lease, len(names))
+		for i, n := range names {
+			who := m[i>>round&1]
+			l, err := who.TryAcquire(e.ctx, n)
+			if err != nil {
+				e.t.Errorf("round %d: TryAcquire(%q): %v (does it collide with another name?)", round, n, err)
+				continue
+			}
+			held[i] = l
+			if l.Name() != n || l.Owner().Mutex != n {
+				e.t.Errorf("lease of %q reports Name() %q, Owner().Mutex %q", n, l.Name(), l.Owner().Mutex)
+			}
+		}
+		for i, n := range names {
+			if held[i] == nil {
+				continue
+			}
+			want := m[i>>round&1].ID()
+			if rec := e.rawGet(raw, n); rec.Owner != want || rec.Token != held[i].Token() {
+				e.t.Errorf("round %d: the store has %q owned by %q token %d, want %q token %d",
+					round, n, rec.Owner, rec.Token, want, held[i].Token())
+			}
+		}
+		for i, l := range held {
+			if l != nil {
+				e.release(l)
+				if o := e.get(m[0], names[i]); o.ID != "" {
+					e.t.Errorf("round %d: %q is held by %q after its release", round, names[i], o.ID)
+				}
+			}
+		}
+	}
+
+	for _, n := range []string{names[1], names[0], names[len(names)-1], names[len(names)-5]} {
+		l := e.acquire(m[0], n)
+		w := e.acquireAsync(e.ctx, m[1], n)
+		time.Sleep(e.settle())
+		released := time.Now()
+		e.release(l)
+		r := e.granted(w, e.takeover(), fmt.Sprintf("waiter for %q", n))
+		if d := r.at.Sub(released); d >= e.prompt() {
+			e.t.Errorf("hand-off of %q took %v, want < %v: are wake-ups encoded like the name?", n, d, e.prompt())
+		}
+		e.release(r.l)
+	}
+}
+
+// caseInvalidNames: empty, too long, invalid UTF-8 and NUL-carrying names
+// are refused with ErrInvalidName by every call that takes a name, at once
+// and without a panic.
+func caseInvalidNames(e *env) {
+	m := e.newManager()
+	invalid := map[string]string{
+		"empty":                "",
+		"MaxNameLength+1":      strings.Repeat("x", lease.MaxNameLength+1),
+		"multibyte over limit": strings.Repeat("x", lease.MaxNameLength-1) + "é",
+		"invalid UTF-8":        "tck/\xff\xfe",
+		"truncated UTF-8":      "tck/\xe6\x97",
+		"NUL":                  "tck/\x00/" + randHex(),
+	}
+	noop := func(context.Context) error { return nil }
+	for label, n := range invalid {
+		calls := map[string]func(ctx context.Context) error{
+			"ValidateName": func(context.Context) error { return lease.ValidateName(n) },
+			"Acquire":      func(ctx context.Context) error { _, err := m.Acquire(ctx, n); return err },
+			"TryAcquire":   func(ctx context.Context) error { _, err := m.TryAcquire(ctx, n); return err },
+			"Get":          func(ctx context.Context) error { _, err := m.Get(ctx, n); return err },
+			"Watch":        func(ctx context.Context) error { _, err := m.Watch(ctx, n); return err },
+			"Contend": func(context.Context) error {
+				c, err := m.Contend(n, lease.Callbacks{OnAcquired: func(context.Context, *lease.Lease) {}})
+				if c != nil {
+					c.Stop(context.Background())
+				}
+				return err
+			},
+			"Schedule": func(context.Context) error {
+				s, err := lease.Schedule(m, n, lease.FixedDelay(e.ttl), noop)
+				if s != nil {
+					s.Stop(context.Background())
+				}
+				return err
+			},
+		}
+		for call, f := range calls {
+			if err := e.safely(f); !errors.Is(err, lease.ErrInvalidName) {
+				e.t.Errorf("%s with a name that is %s: %v, want ErrInvalidName", call, label, err)
+			}
+		}
+	}
+}
+
+// safely runs f with a short deadline and turns a panic into an error.
+func (e *env) safely(f func(ctx context.Context) error) (err error) {
+	ctx, cancel := context.WithTimeout(e.ctx, e.prompt())
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return f(ctx)
+}

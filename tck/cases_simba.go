@@ -1,0 +1,345 @@
+package tck
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// The five cases of Simba's TCK (MutexContendServiceSpec), with the
+// guarantees simba-go adds to each.
+
+// caseStart: Contend → OnAcquired, Leading; Stop → OnReleased (before Stop
+// returns, after OnAcquired's context ended), not Leading, mutex free.
+func caseStart(e *env) {
+	m := e.newManager()
+	name := e.name("start")
+	c, r := e.contend(m, name)
+	a := r.next(e, e.takeover(), "OnAcquired of the only contender")
+	if !c.Leading() {
+		e.t.Errorf("Leading() = false inside the term")
+	}
+	e.checkHeld(m, a.l, name)
+	if o := c.Owner(); o.ID != m.ID() {
+		e.t.Errorf("Contender.Owner().ID = %q, want the leader %q", o.ID, m.ID())
+	}
+
+	e.stop(c)
+	if !closed(a.ctx.Done()) {
+		e.t.Errorf("OnAcquired's context is still live after Stop returned")
+	}
+	select {
+	case rel := <-r.released:
+		if rel.prev.ID != m.ID() || rel.prev.Token != a.l.Token() || rel.prev.Mutex != name {
+			e.t.Errorf("OnReleased(%+v), want the ended grant (ID %s, token %d)", rel.prev, m.ID(), a.l.Token())
+		}
+	default:
+		e.t.Errorf("OnReleased was not called before Stop returned")
+	}
+	if c.Leading() {
+		e.t.Errorf("Leading() = true after Stop")
+	}
+	e.checkEnded(a.l, lease.ErrReleased)
+	if o := e.get(m, name); o.ID != "" {
+		e.t.Errorf("after Stop, Get names %q (token %d), want a free mutex", o.ID, o.Token)
+	}
+	if err := c.Stop(e.ctx); err != nil {
+		e.t.Errorf("second Stop: %v, want nil", err)
+	}
+	select {
+	case <-r.acquired:
+		e.t.Errorf("OnAcquired called again after Stop")
+	default:
+	}
+	r.verify(e, m.ID())
+}
+
+// caseRestart: the start sequence twice on one Manager; the second grant's
+// token is greater.
+func caseRestart(e *env) {
+	m := e.newManager()
+	name := e.name("restart")
+	var tokens []uint64
+	for round := 1; round <= 2; round++ {
+		c, r := e.contend(m, name)
+		a := r.next(e, e.takeover(), fmt.Sprintf("OnAcquired in round %d", round))
+		if !c.Leading() {
+			e.t.Errorf("round %d: Leading() = false inside the term", round)
+		}
+		tokens = append(tokens, a.l.Token())
+		e.stop(c)
+		rel := recv(e, r.released, e.prompt(), fmt.Sprintf("OnReleased in round %d", round))
+		if rel.prev.Token != a.l.Token() {
+			e.t.Errorf("round %d: OnReleased with token %d, want %d", round, rel.prev.Token, a.l.Token())
+		}
+		if c.Leading() {
+			e.t.Errorf("round %d: Leading() = true after Stop", round)
+		}
+		r.verify(e, fmt.Sprintf("%s in round %d", m.ID(), round))
+	}
+	if tokens[1] <= tokens[0] {
+		e.t.Errorf("tokens of two successive grants: %d then %d, want strictly increasing", tokens[0], tokens[1])
+	}
+}
+
+// caseGuard: a leader stays the leader through several renewals (longer
+// than ttl + transition) with the same token and a deadline that moves on.
+func caseGuard(e *env) {
+	m := e.newManager()
+	raw := e.client()
+	name := e.name("guard")
+	c, r := e.contend(m, name)
+	a := r.next(e, e.takeover(), "OnAcquired")
+	token, deadline0 := a.l.Token(), a.l.Deadline()
+
+	hold := e.ttl + e.transition + e.ttl/2
+	select {
+	case <-a.ctx.Done():
+		e.t.Fatalf("leadership ended while guarded, cause %v", context.Cause(a.ctx))
+	case <-time.After(hold):
+	}
+
+	if !c.Leading() || !a.l.Held() || a.l.Err() != nil {
+		e.t.Fatalf("after %v: Leading() = %v, Held() = %v, Err() = %v; want a renewed lease", hold, c.Leading(), a.l.Held(), a.l.Err())
+	}
+	if a.l.Token() != token || a.l.Owner().Token != token || a.l.Owner().ID != m.ID() {
+		e.t.Errorf("after renewals: Token() = %d, Owner() = %+v; want token %d of %s", a.l.Token(), a.l.Owner(), token, m.ID())
+	}
+	now := time.Now()
+	if d := a.l.Deadline(); !d.After(deadline0) || !d.After(now) || d.After(now.Add(e.ttl+e.transition)) {
+		e.t.Errorf("Deadline() after renewals is %v from now (first was %v from now); want later than the first, within (0, %v]",
+			d.Sub(now), deadline0.Sub(now), e.ttl+e.transition)
+	}
+	if o := e.get(m, name); o.ID != m.ID() || o.Token != token {
+		e.t.Errorf("Get names %q token %d, want %q token %d", o.ID, o.Token, m.ID(), token)
+	}
+	rec := e.rawGet(raw, name)
+	if rec.Owner != m.ID() || rec.Token != token || rec.TTL <= 0 {
+		e.t.Errorf("store record %+v, want owner %q, token %d, in its ttl", rec, m.ID(), token)
+	}
+	e.checkRecord("record of a renewed grant", rec)
+	if o := c.Owner(); o.ID != m.ID() {
+		e.t.Errorf("Contender.Owner().ID = %q, want %q", o.ID, m.ID())
+	}
+	select {
+	case <-r.released:
+		e.t.Errorf("OnReleased while still leading")
+	default:
+	}
+	e.stop(c)
+	recv(e, r.released, e.prompt(), "OnReleased after Stop")
+	if c.Leading() {
+		e.t.Errorf("Leading() = true after Stop")
+	}
+	r.verify(e, m.ID())
+}
+
+// caseMultiContend: ten Managers contend for one mutex. A counter is
+// incremented in OnAcquired (must read 1) and decremented in OnReleased
+// (must read 0), also while the Contenders stop one by one; at the end of
+// the contention exactly one leads, and everyone who knows an owner names
+// that one. Half the leaders return from OnAcquired at once, half work
+// until their context ends.
+func caseMultiContend(e *env) {
+	const n = 10
+	name := e.name("multi")
+	var (
+		count      atomic.Int64
+		mu         sync.Mutex
+		violations []string
+		lastToken  uint64
+	)
+	violate := func(format string, args ...any) {
+		mu.Lock()
+		violations = append(violations, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	ms := make([]*lease.Manager, n)
+	cs := make([]*lease.Contender, n)
+	for i := range n {
+		ms[i] = e.newManager()
+		work := i%2 == 0
+		c, err := ms[i].Contend(name, lease.Callbacks{
+			OnAcquired: func(ctx context.Context, l *lease.Lease) {
+				if v := count.Add(1); v != 1 {
+					violate("OnAcquired of contender %d: counter is %d, want 1", i, v)
+				}
+				mu.Lock()
+				if l.Token() <= lastToken {
+					violations = append(violations, fmt.Sprintf("contender %d leads with token %d after token %d", i, l.Token(), lastToken))
+				}
+				lastToken = max(lastToken, l.Token())
+				mu.Unlock()
+				if work {
+					<-ctx.Done()
+				}
+			},
+			OnReleased: func(prev lease.Owner) {
+				if v := count.Add(-1); v != 0 {
+					violate("OnReleased of contender %d: counter is %d, want 0", i, v)
+				}
+			},
+		})
+		if err != nil {
+			e.t.Fatalf("Contend: %v", err)
+		}
+		cs[i] = c
+	}
+
+	time.Sleep(e.h.MultiContend)
+
+	if v := count.Load(); v != 1 {
+		e.t.Errorf("after %v of contention the counter is %d, want 1", e.h.MultiContend, v)
+	}
+	var leaders []int
+	for i, c := range cs {
+		if c.Leading() {
+			leaders = append(leaders, i)
+		}
+	}
+	if len(leaders) != 1 {
+		e.t.Errorf("contenders leading at the end: %v, want exactly one", leaders)
+	}
+	owner := ""
+	for i, c := range cs {
+		o := c.Owner()
+		switch {
+		case o.ID == "":
+		case owner == "":
+			owner = o.ID
+		case o.ID != owner:
+			e.t.Errorf("contender %d sees owner %q, another sees %q", i, o.ID, owner)
+		}
+	}
+	matches := slices.IndexFunc(ms, func(m *lease.Manager) bool { return m.ID() == owner })
+	if owner == "" || matches < 0 {
+		e.t.Errorf("the observed owner %q is none of the ten contenders", owner)
+	} else if len(leaders) == 1 && leaders[0] != matches {
+		e.t.Errorf("the observed owner is contender %d but contender %d leads", matches, leaders[0])
+	}
+
+	for i := n - 1; i >= 0; i-- { // as Simba: stop in reverse order
+		e.stop(cs[i])
+	}
+	if v := count.Load(); v != 0 {
+		e.t.Errorf("after every Stop the counter is %d, want 0", v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range violations {
+		e.t.Errorf("violation: %s", v)
+	}
+}
+
+// caseSchedule: Schedule with FixedDelay runs work on the leader only, with
+// at least the period between runs; Running is true from Schedule to Stop;
+// Stop cancels a running work's context and waits for it to return; the
+// other Manager's Scheduler then takes over; nothing runs after both
+// stopped, and no two runs ever overlap.
+func caseSchedule(e *env) {
+	m1, m2 := e.newManager(), e.newManager()
+	name := e.name("schedule")
+	period := e.ttl / 4
+	type run struct {
+		who        string
+		start, end time.Time
+	}
+	var (
+		mu       sync.Mutex
+		runs     []run
+		active   atomic.Int32
+		overlaps atomic.Int32
+		returned atomic.Bool // the blocking run of m1 has seen its ctx end
+	)
+	started := make(chan string, 1024)
+	blocking := make(chan struct{}) // closed: m1's next run works until its ctx ends
+	blocked := make(chan struct{}, 1)
+	work := func(who string, canBlock bool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			if active.Add(1) != 1 {
+				overlaps.Add(1)
+			}
+			r := run{who: who, start: time.Now()}
+			started <- who
+			if canBlock && closed(blocking) {
+				select {
+				case blocked <- struct{}{}:
+				default:
+				}
+				<-ctx.Done()
+				returned.Store(true)
+			}
+			r.end = time.Now()
+			mu.Lock()
+			runs = append(runs, r)
+			mu.Unlock()
+			active.Add(-1)
+			return nil
+		}
+	}
+	schedule := func(m *lease.Manager, canBlock bool) *lease.Scheduler {
+		s, err := lease.Schedule(m, name, lease.FixedDelay(period), work(m.ID(), canBlock))
+		if err != nil {
+			e.t.Fatalf("Schedule: %v", err)
+		}
+		if !s.Running() {
+			e.t.Errorf("Running() = false right after Schedule")
+		}
+		return s
+	}
+
+	s1 := schedule(m1, true)
+	for i := range 3 {
+		if who := recv(e, started, e.takeover(), fmt.Sprintf("run %d", i+1)); who != m1.ID() {
+			e.t.Fatalf("run %d by %s, want the only scheduler %s", i+1, who, m1.ID())
+		}
+	}
+	s2 := schedule(m2, false)
+	time.Sleep(2 * period) // the follower must stay idle meanwhile
+	close(blocking)
+	recv(e, blocked, 2*period+e.prompt(), "m1's next run")
+	stopBegan := time.Now()
+	e.stopScheduler(s1)
+	stopped := time.Now()
+	if !returned.Load() {
+		e.t.Errorf("Stop returned before the running work returned")
+	}
+	for recv(e, started, e.takeover(), "a run of the second scheduler after the first stopped") != m2.ID() {
+	}
+	e.stopScheduler(s2)
+	if err := s1.Stop(e.ctx); err != nil {
+		e.t.Errorf("second Stop: %v", err)
+	}
+	for len(started) > 0 {
+		<-started
+	}
+	time.Sleep(2 * period)
+	if len(started) > 0 {
+		e.t.Errorf("work ran after both schedulers stopped")
+	}
+
+	if n := overlaps.Load(); n != 0 {
+		e.t.Errorf("%d runs overlapped another run", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range runs {
+		if r.who == m1.ID() && r.start.After(stopped) {
+			e.t.Errorf("%s ran %v after its Stop returned", r.who, r.start.Sub(stopped))
+		}
+		if r.who == m2.ID() && r.start.Before(stopBegan) {
+			e.t.Errorf("%s ran while %s led", r.who, m1.ID())
+		}
+	}
+	for i := 1; i < len(runs); i++ {
+		prev, cur := runs[i-1], runs[i]
+		if prev.who == cur.who && cur.start.Sub(prev.end) < period*9/10 {
+			e.t.Errorf("FixedDelay(%v): a run of %s started %v after the previous one ended", period, cur.who, cur.start.Sub(prev.end))
+		}
+	}
+}

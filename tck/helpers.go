@@ -1,0 +1,287 @@
+package tck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// recv waits up to d for a value from ch and fails the case otherwise.
+func recv[T any](e *env, ch <-chan T, d time.Duration, what string) T {
+	e.t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			e.t.Fatalf("%s: channel closed", what)
+		}
+		return v
+	case <-timer.C:
+		e.t.Fatalf("%s: nothing within %v", what, d)
+	}
+	panic("unreachable")
+}
+
+// closed reports whether ch is closed (or has a value) right now.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// acquired is the outcome of an Acquire run in the background.
+type acquired struct {
+	l   *lease.Lease
+	err error
+	at  time.Time // when Acquire returned
+}
+
+// acquireAsync runs m.Acquire in a goroutine. The goroutine ends when the
+// case's Managers are closed at the latest.
+func (e *env) acquireAsync(ctx context.Context, m *lease.Manager, name string) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		l, err := m.Acquire(ctx, name)
+		ch <- acquired{l: l, err: err, at: time.Now()}
+	}()
+	return ch
+}
+
+// acquire acquires name with m or fails the case.
+func (e *env) acquire(m *lease.Manager, name string) *lease.Lease {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, e.takeover())
+	defer cancel()
+	l, err := m.Acquire(ctx, name)
+	if err != nil {
+		e.t.Fatalf("Acquire(%q) by %s: %v", name, m.ID(), err)
+	}
+	return l
+}
+
+// granted waits for a background Acquire and fails the case unless it
+// succeeded within d.
+func (e *env) granted(ch <-chan acquired, d time.Duration, what string) acquired {
+	e.t.Helper()
+	r := recv(e, ch, d, what)
+	if r.err != nil {
+		e.t.Fatalf("%s: %v", what, r.err)
+	}
+	return r
+}
+
+// release releases l and fails the case on error.
+func (e *env) release(l *lease.Lease) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, e.takeover())
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		e.t.Fatalf("Release(%q): %v", l.Name(), err)
+	}
+}
+
+// get returns the owner of name as m sees it, or fails the case.
+func (e *env) get(m *lease.Manager, name string) lease.Owner {
+	e.t.Helper()
+	o, err := m.Get(e.ctx, name)
+	if err != nil {
+		e.t.Fatalf("Get(%q): %v", name, err)
+	}
+	if o.Mutex != name {
+		e.t.Errorf("Get(%q).Mutex = %q", name, o.Mutex)
+	}
+	return o
+}
+
+// rawGet reads the record of name straight from a store client.
+func (e *env) rawGet(s lease.Store, name string) lease.Record {
+	e.t.Helper()
+	rec, err := s.Get(e.ctx, name)
+	if err != nil {
+		e.t.Fatalf("Store.Get(%q): %v", name, err)
+	}
+	return rec
+}
+
+// checkRecord checks the remaining durations of a live grant made with the
+// harness timings. A millisecond of rounding is allowed.
+func (e *env) checkRecord(what string, rec lease.Record) {
+	e.t.Helper()
+	const round = time.Millisecond
+	if rec.TTL < 0 || rec.TTL > e.ttl+round || rec.Transition < rec.TTL || rec.Transition > e.ttl+e.transition+round {
+		e.t.Errorf("%s: remaining TTL %v, Transition %v; want 0 <= TTL <= %v <= ... and TTL <= Transition <= %v",
+			what, rec.TTL, rec.Transition, e.ttl, e.ttl+e.transition)
+	}
+}
+
+// checkHeld checks a lease that m holds right now, and the store's view.
+func (e *env) checkHeld(m *lease.Manager, l *lease.Lease, name string) {
+	e.t.Helper()
+	if l.Name() != name {
+		e.t.Errorf("Lease.Name() = %q, want %q", l.Name(), name)
+	}
+	if l.Token() == 0 {
+		e.t.Errorf("Lease.Token() = 0: no grant has token 0")
+	}
+	if !l.Held() || l.Err() != nil || closed(l.Done()) {
+		e.t.Errorf("fresh lease of %q: Held() = %v, Err() = %v, Done closed = %v", name, l.Held(), l.Err(), closed(l.Done()))
+	}
+	if now := time.Now(); !l.Deadline().After(now) || l.Deadline().After(now.Add(e.ttl+e.transition)) {
+		e.t.Errorf("Lease.Deadline() is %v from now, want in (0, ttl+transition = %v]", l.Deadline().Sub(now), e.ttl+e.transition)
+	}
+	if o := l.Owner(); o.ID != m.ID() || o.Token != l.Token() || o.Mutex != name {
+		e.t.Errorf("Lease.Owner() = %+v, want ID %s, token %d, mutex %q", o, m.ID(), l.Token(), name)
+	}
+	if o := e.get(m, name); o.ID != m.ID() || o.Token != l.Token() {
+		e.t.Errorf("Get(%q) = owner %q token %d, want %q token %d", name, o.ID, o.Token, m.ID(), l.Token())
+	}
+}
+
+// checkEnded checks a lease that ended with cause (lease.ErrLost or
+// lease.ErrReleased).
+func (e *env) checkEnded(l *lease.Lease, cause error) {
+	e.t.Helper()
+	if !closed(l.Done()) || l.Held() || !errors.Is(l.Err(), cause) || !errors.Is(context.Cause(l.Context()), cause) {
+		e.t.Errorf("ended lease of %q: Done closed = %v, Held() = %v, Err() = %v, context cause = %v; want closed, false, %v",
+			l.Name(), closed(l.Done()), l.Held(), l.Err(), context.Cause(l.Context()), cause)
+	}
+}
+
+// acquisition is one OnAcquired call seen by a leader.
+type acquisition struct {
+	l   *lease.Lease
+	ctx context.Context
+	at  time.Time // when OnAcquired was called
+}
+
+// releaseCall is one OnReleased call seen by a leader.
+type releaseCall struct {
+	prev lease.Owner
+	at   time.Time
+}
+
+// leader records the callbacks of one Contender and checks their order:
+// OnAcquired, its return, then OnReleased, never overlapping. Its
+// OnAcquired blocks until its context is done.
+type leader struct {
+	acquired chan acquisition
+	ended    chan time.Time // when an OnAcquired saw its context done
+	released chan releaseCall
+
+	mu    sync.Mutex
+	state string // "idle", "in OnAcquired", "leading"
+	errs  []string
+	owner lease.Owner // latest OnOwner
+}
+
+// contend starts a Contender for name on m with a recording leader.
+func (e *env) contend(m *lease.Manager, name string) (*lease.Contender, *leader) {
+	e.t.Helper()
+	r := &leader{
+		acquired: make(chan acquisition, 64),
+		ended:    make(chan time.Time, 64),
+		released: make(chan releaseCall, 64),
+		state:    "idle",
+	}
+	c, err := m.Contend(name, lease.Callbacks{
+		OnAcquired: r.onAcquired,
+		OnReleased: r.onReleased,
+		OnOwner:    r.onOwner,
+	})
+	if err != nil {
+		e.t.Fatalf("Contend(%q): %v", name, err)
+	}
+	return c, r
+}
+
+func (r *leader) onAcquired(ctx context.Context, l *lease.Lease) {
+	r.transit("idle", "in OnAcquired", "OnAcquired")
+	r.acquired <- acquisition{l: l, ctx: ctx, at: time.Now()}
+	<-ctx.Done()
+	r.ended <- time.Now()
+	r.transit("in OnAcquired", "leading", "return of OnAcquired")
+}
+
+func (r *leader) onReleased(prev lease.Owner) {
+	r.transit("leading", "idle", "OnReleased")
+	r.released <- releaseCall{prev: prev, at: time.Now()}
+}
+
+func (r *leader) onOwner(o lease.Owner) {
+	r.mu.Lock()
+	r.owner = o
+	r.mu.Unlock()
+}
+
+func (r *leader) transit(from, to, what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != from {
+		r.errs = append(r.errs, fmt.Sprintf("%s while %s (want %s)", what, r.state, from))
+	}
+	r.state = to
+}
+
+// next waits for the next OnAcquired.
+func (r *leader) next(e *env, d time.Duration, what string) acquisition {
+	e.t.Helper()
+	return recv(e, r.acquired, d, what)
+}
+
+// lastOwner returns the owner of the latest OnOwner call.
+func (r *leader) lastOwner() lease.Owner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owner
+}
+
+// eventually waits up to d for cond, checking it every ttl/100.
+func (e *env) eventually(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); !cond(); time.Sleep(e.ttl / 100) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
+}
+
+// verify reports every callback that came out of order.
+func (r *leader) verify(e *env, who string) {
+	e.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, msg := range r.errs {
+		e.t.Errorf("callbacks of %s: %s", who, msg)
+	}
+}
+
+// stop stops c within the takeover bound and fails the case on error.
+func (e *env) stop(c *lease.Contender) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, e.takeover())
+	defer cancel()
+	if err := c.Stop(ctx); err != nil {
+		e.t.Fatalf("Contender.Stop: %v", err)
+	}
+}
+
+// stopScheduler stops s within the takeover bound and checks Running.
+func (e *env) stopScheduler(s *lease.Scheduler) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, e.takeover())
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		e.t.Fatalf("Scheduler.Stop: %v", err)
+	}
+	if s.Running() {
+		e.t.Errorf("Running() = true after Stop")
+	}
+}

@@ -1,0 +1,347 @@
+// Package tck is the conformance suite (technology compatibility kit) that
+// every [lease.Store] must pass: the five cases of Simba's TCK (start,
+// restart, guard, multiContend, schedule) and the protocol guarantees of
+// simba-go on top of them — TryAcquire, cancellation while waiting, fencing
+// tokens, prompt hand-off on release, bounded takeover, stale renew and
+// release, loss told before another grant, odd and invalid names, Close, and
+// no leaked goroutine. The cases drive the store through [lease.Manager]
+// exactly as an application does, plus a few raw Store calls where the
+// contract itself is under test.
+//
+// A store runs it from a test of its own:
+//
+//	func TestTCK(t *testing.T) {
+//		srv := startServer(t) // one server (or DSN) for the whole suite
+//		tck.Run(t, tck.Harness{
+//			Open: func(t *testing.T) tck.Backend {
+//				return tck.Backend{
+//					// A new client, with its own connection, per call.
+//					Client: func() lease.Store {
+//						c := dial(t, srv.Addr())
+//						t.Cleanup(func() { c.Close() })
+//						return mystore.New(c)
+//					},
+//					// Optional: a client whose traffic a proxy can black-hole.
+//					Partitioned: func() (lease.Store, tck.Partition) {
+//						p := startProxy(t, srv.Addr()) // implements Cut and Heal
+//						c := dial(t, p.Addr())
+//						t.Cleanup(func() { c.Close() })
+//						return mystore.New(c), p
+//					},
+//				}
+//			},
+//		})
+//	}
+//
+// Open is called once per case, with that case's t; every client of a case
+// comes from its Backend, and all clients of one Backend must see the same
+// mutexes. An in-process store returns one instance from every Client call
+// (see the memstore package's test), and can use [Cuttable] for Partitioned.
+//
+// The cases (subtests of the test that calls Run):
+//
+//   - Start, Restart, Guard, MultiContend, Schedule: Simba's TCK, with
+//     callback order, tokens, deadlines and leader-only work checked too.
+//   - TryAcquire, CancelWhileWaiting, TokensIncrease, ReleaseWakesWaiter,
+//     Watch: acquiring, waiting and hand-off.
+//   - TakeoverAfterAbandon, StaleRenewRelease: a holder that never renews,
+//     and raw renew/release calls with stale grants.
+//   - PartitionedHolder, PartitionedLeader: a holder whose store calls hang
+//     is told of its loss before anyone else is granted the mutex (skipped
+//     without [Backend.Partitioned]).
+//   - CloseReleases, NoGoroutineLeak: the Manager's lifecycle.
+//   - OddNames, InvalidNames: names a store must encode without collisions,
+//     and names every call refuses.
+//
+// Every case uses mutex names of its own ("tck/<case>/<label>/<random>"), so
+// cases share one store namespace and run in parallel (unless
+// [Harness.Serial]). Names are left behind in the store as free mutexes.
+// The goroutine-leak case runs alone, before the parallel ones; do not mark
+// the test that calls Run as parallel.
+//
+// With real servers the suite takes real time: with the default timings
+// the cases add up to about 20 s plus MultiContend (30 s, 3 s with -short),
+// and parallel cases overlap (go test -parallel, GOMAXPROCS by default).
+// Bounds are orders of magnitude (a hand-off within ttl/2, a takeover
+// within ttl + transition + 1 s jitter + ttl); a slow CI machine may need a
+// longer [Harness.TTL]. With Synctest an in-process store runs the whole
+// suite in about a second.
+package tck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Harness describes the store under test. Only Open is required.
+type Harness struct {
+	// Open is called once at the start of every case, with the case's t
+	// (inside the case's synctest bubble when Synctest is set), and returns
+	// the store under test as that case sees it. Use t.Cleanup to release
+	// what Open or the Backend's functions create, and t.Fatal to report a
+	// store that cannot be reached. Required.
+	Open func(t *testing.T) Backend
+
+	// TTL and Transition are the lease timings every Manager of the suite
+	// uses (lease.WithTTL, lease.WithTransition). Zero means the default:
+	// 1 s and 500 ms. Real servers make the suite take several ttl per
+	// case; raise them for a slow store or machine.
+	TTL, Transition time.Duration
+
+	// MultiContend is how long ten Managers contend in the multiContend
+	// case. Zero means Simba's 30 s, or 3 s under testing.Short().
+	MultiContend time.Duration
+
+	// Options are added to every Manager after the timings, for example
+	// lease.WithCallTimeout for a slow store or lease.WithLogger.
+	Options []lease.Option
+
+	// Synctest runs every case inside a testing/synctest bubble, where time
+	// is fake and advances instantly once every goroutine waits. Only for
+	// in-process stores whose every goroutine and timer lives in the
+	// bubble (memstore); never with a network client.
+	Synctest bool
+
+	// Serial runs the cases one after another instead of in parallel, for
+	// a server with few connections to spare.
+	Serial bool
+
+	// LeakOptions are added to the goleak check of the NoGoroutineLeak case,
+	// for goroutines a store client starts by itself on first use (the
+	// case already ignores every goroutine that exists after each client
+	// made one Get call).
+	LeakOptions []goleak.Option
+}
+
+// Backend is the store under test as one case sees it. All clients it
+// returns see the same mutexes.
+type Backend struct {
+	// Client returns a client of the store: a new one, with its own
+	// connection where the backend has connections, on every call. An
+	// in-process store may return the same instance every time. Every
+	// Manager of a case gets its own client. Required.
+	Client func() lease.Store
+
+	// Partitioned returns a new client whose traffic can be cut, as a
+	// black-holing proxy does: while cut, its calls hang without a reply
+	// (the request may or may not reach the server) and resume when
+	// healed. Optional; the cases that need it are skipped without it.
+	// In-process stores can wrap a client with [Cuttable].
+	Partitioned func() (lease.Store, Partition)
+}
+
+// Partition cuts and heals the traffic of one client (see
+// [Backend.Partitioned]).
+type Partition interface {
+	// Cut makes the client's calls hang without a reply until Heal. A
+	// call in flight may complete or hang.
+	Cut()
+	// Heal lets calls through again; hung calls go on. Healing a healed
+	// partition does nothing.
+	Heal()
+}
+
+// Run runs every case of the suite against the store h describes, each as
+// a subtest of t (TestTCK/Start, TestTCK/Guard, ...). Select some with
+// go test -run 'TestTCK/(Start|Guard)'.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.Open == nil {
+		t.Fatal("tck: Harness.Open is nil")
+	}
+	h = h.withDefaults()
+	if err := h.validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if !c.alone && !h.Serial {
+				t.Parallel()
+			}
+			if h.Synctest {
+				synctest.Test(t, func(t *testing.T) { runCase(t, h, c) })
+				return
+			}
+			runCase(t, h, c)
+		})
+	}
+}
+
+// tcase is one case of the suite.
+type tcase struct {
+	name  string
+	run   func(e *env)
+	alone bool // never in parallel with other cases
+}
+
+// cases lists the suite in the order it runs.
+var cases = []tcase{
+	// Simba's TCK (cases_simba.go).
+	{name: "Start", run: caseStart},
+	{name: "Restart", run: caseRestart},
+	{name: "Guard", run: caseGuard},
+	{name: "MultiContend", run: caseMultiContend},
+	{name: "Schedule", run: caseSchedule},
+	// Acquiring and waiting (cases_acquire.go).
+	{name: "TryAcquire", run: caseTryAcquire},
+	{name: "CancelWhileWaiting", run: caseCancelWhileWaiting},
+	{name: "TokensIncrease", run: caseTokensIncrease},
+	{name: "ReleaseWakesWaiter", run: caseReleaseWakesWaiter},
+	{name: "Watch", run: caseWatch},
+	// Faults and lifecycle (cases_faults.go, cases_partition.go).
+	{name: "TakeoverAfterAbandon", run: caseTakeoverAfterAbandon},
+	{name: "StaleRenewRelease", run: caseStaleRenewRelease},
+	{name: "PartitionedHolder", run: casePartitionedHolder},
+	{name: "PartitionedLeader", run: casePartitionedLeader},
+	{name: "CloseReleases", run: caseCloseReleases},
+	{name: "NoGoroutineLeak", run: caseNoGoroutineLeak, alone: true},
+	// Names (cases_names.go).
+	{name: "OddNames", run: caseOddNames},
+	{name: "InvalidNames", run: caseInvalidNames},
+}
+
+func (h Harness) withDefaults() Harness {
+	if h.TTL == 0 {
+		h.TTL = time.Second
+	}
+	if h.Transition == 0 {
+		h.Transition = h.TTL / 2
+	}
+	if h.MultiContend == 0 {
+		h.MultiContend = 30 * time.Second
+		if testing.Short() {
+			h.MultiContend = 3 * time.Second
+		}
+	}
+	return h
+}
+
+func (h Harness) validate() error {
+	if h.TTL < 10*time.Millisecond || h.Transition < 0 || h.MultiContend < 0 {
+		return fmt.Errorf("tck: unusable timings: TTL %v (at least 10ms), Transition %v, MultiContend %v",
+			h.TTL, h.Transition, h.MultiContend)
+	}
+	return nil
+}
+
+func runCase(t *testing.T, h Harness, c tcase) {
+	b := h.Open(t)
+	if b.Client == nil {
+		t.Fatal("tck: Backend.Client is nil")
+	}
+	e := &env{t: t, h: h, b: b, ctx: t.Context(), ttl: h.TTL, transition: h.Transition}
+	c.run(e)
+}
+
+// env is what a case works with: its t, the harness and the backend.
+type env struct {
+	t               *testing.T
+	h               Harness
+	b               Backend
+	ctx             context.Context // ends when the case ends
+	ttl, transition time.Duration
+
+	mu    sync.Mutex
+	parts []Partition // healed before any Manager is closed
+}
+
+// prompt bounds what the protocol does at once: a hand-off after a
+// release, the return of a cancelled Acquire. An order of magnitude, not a
+// performance target.
+func (e *env) prompt() time.Duration { return e.ttl / 2 }
+
+// takeover bounds how long a waiter may take to get a mutex whose holder
+// vanished: ttl + transition + the largest jitter (1 s) + ttl of slack for
+// one more poll and the store's latency.
+func (e *env) takeover() time.Duration { return 2*e.ttl + e.transition + time.Second }
+
+// settle is the time given to goroutines to start waiting before a case
+// goes on. Correctness never depends on it; it makes the case meaningful.
+func (e *env) settle() time.Duration { return e.ttl / 10 }
+
+// name returns a mutex name unique to this case.
+func (e *env) name(label string) string {
+	return fmt.Sprintf("tck/%s/%s/%s", caseName(e.t), label, randHex())
+}
+
+// caseName is the last element of the test's name.
+func caseName(t *testing.T) string {
+	n := t.Name()
+	for i := len(n) - 1; i >= 0; i-- {
+		if n[i] == '/' {
+			return n[i+1:]
+		}
+	}
+	return n
+}
+
+func randHex() string { return fmt.Sprintf("%016x", rand.Uint64()) }
+
+// ghostID returns a contender id for raw Store calls: a contender that no
+// Manager runs, so nobody renews or releases its grants.
+func ghostID() string { return "tck-ghost-" + randHex() }
+
+// client returns a new client of the store under test.
+func (e *env) client() lease.Store {
+	s := e.b.Client()
+	if s == nil {
+		e.t.Fatal("tck: Backend.Client returned nil")
+	}
+	return s
+}
+
+// partitioned returns a client whose traffic can be cut, or skips the case.
+func (e *env) partitioned() (lease.Store, Partition) {
+	if e.b.Partitioned == nil {
+		e.t.Skip("tck: the harness has no Backend.Partitioned")
+	}
+	s, p := e.b.Partitioned()
+	if s == nil || p == nil {
+		e.t.Fatal("tck: Backend.Partitioned returned nil")
+	}
+	e.mu.Lock()
+	e.parts = append(e.parts, p)
+	e.mu.Unlock()
+	return s, p
+}
+
+// newManager returns a Manager on a new client.
+func (e *env) newManager() *lease.Manager { return e.manager(e.client()) }
+
+// manager returns a Manager on s with the harness timings. It is closed
+// when the case ends, after every partition was healed.
+func (e *env) manager(s lease.Store) *lease.Manager {
+	e.t.Helper()
+	opts := append([]lease.Option{lease.WithTTL(e.ttl), lease.WithTransition(e.transition)}, e.h.Options...)
+	m, err := lease.NewManager(s, opts...)
+	if err != nil {
+		e.t.Fatalf("NewManager: %v", err)
+	}
+	e.t.Cleanup(func() {
+		e.healAll()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*e.takeover())
+		defer cancel()
+		if err := m.Close(ctx); err != nil && !errors.Is(err, lease.ErrClosed) {
+			e.t.Errorf("Close of Manager %s at the end of the case: %v", m.ID(), err)
+		}
+	})
+	return m
+}
+
+func (e *env) healAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.parts {
+		p.Heal()
+	}
+}
