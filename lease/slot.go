@@ -253,26 +253,9 @@ func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 }
 
 // wait sleeps until the next attempt is due, an event arrives, the queue
-// changes or the Manager closes. A broken subscription falls back to
-// polling; run subscribes again before the next attempt.
+// changes or the Manager closes.
 func (s *slot) wait(d time.Duration, events *<-chan Event) {
-	t := s.m.cfg.clock.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C():
-			return
-		case <-s.wake:
-			return
-		case _, ok := <-*events:
-			if ok {
-				return
-			}
-			*events = nil // a nil channel never fires: keep polling
-		case <-s.m.closing:
-			return
-		}
-	}
+	pause(s.m.cfg.clock, d, events, s.wake, nil, s.m.closing)
 }
 
 // release gives up a grant that no local claim holds, best effort.

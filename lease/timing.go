@@ -73,3 +73,29 @@ func (c *config) backoff(attempt int) time.Duration {
 	d = min(d, capD)
 	return d/2 + rand.N(d/2+1)
 }
+
+// pause waits for d on clk, or until an event arrives on *events, wake
+// fires, or one of the stop channels fires (nil channels never do). A
+// closed events channel is set to nil: the subscription broke, and the
+// caller falls back to polling. It reports false when a stop channel fired.
+func pause(clk Clock, d time.Duration, events *<-chan Event, wake, stop1, stop2 <-chan struct{}) bool {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			return true
+		case <-wake:
+			return true
+		case _, ok := <-*events:
+			if ok {
+				return true
+			}
+			*events = nil // a nil channel never fires: keep polling
+		case <-stop1:
+			return false
+		case <-stop2:
+			return false
+		}
+	}
+}

@@ -73,30 +73,8 @@ func (m *Manager) watch(ctx context.Context, name string, ch chan<- Owner) {
 			// check at least once per ttl, shortly after it could lapse.
 			delay = min(rec.Transition, m.cfg.ttl) + rand.N(jitterEarly)
 		}
-		if !m.watchWait(ctx, delay, &events) {
+		if !pause(m.cfg.clock, max(delay, minRetry), &events, nil, ctx.Done(), m.closing) {
 			return
-		}
-	}
-}
-
-// watchWait sleeps for d or until an event; it reports false when the
-// watch must end.
-func (m *Manager) watchWait(ctx context.Context, d time.Duration, events *<-chan Event) bool {
-	t := m.cfg.clock.NewTimer(max(d, minRetry))
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C():
-			return true
-		case _, ok := <-*events:
-			if ok {
-				return true
-			}
-			*events = nil
-		case <-ctx.Done():
-			return false
-		case <-m.closing:
-			return false
 		}
 	}
 }
