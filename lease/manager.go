@@ -150,12 +150,19 @@ func (m *Manager) retire(s *slot) bool {
 }
 
 // Get returns the current owner of the mutex name as the store reports it.
+// After Close it returns [ErrClosed].
 func (m *Manager) Get(ctx context.Context, name string) (Owner, error) {
 	if err := ValidateName(name); err != nil {
 		return Owner{}, err
 	}
 	if ctx == nil {
 		return Owner{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return Owner{}, ErrClosed
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.callTimeout)
 	defer cancel()

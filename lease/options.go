@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults, as in Simba.
@@ -173,10 +174,18 @@ func defaultContenderID() string {
 	if err != nil || host == "" {
 		host = "localhost"
 	}
-	if len(host) > 64 {
-		host = host[:64]
-	}
+	host = trimHost(host, 64)
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// trimHost cuts host to at most n bytes on a rune boundary, dropping
+// invalid bytes at the end, so the id stays valid UTF-8.
+func trimHost(host string, n int) string {
+	for len(host) > n || !utf8.ValidString(host) {
+		_, size := utf8.DecodeLastRuneInString(host)
+		host = host[:len(host)-size]
+	}
+	return host
 }
