@@ -19,7 +19,7 @@ fmt-check:
 # Checks for the server binaries the store tests start; installs them with
 # apt-get when missing and running as root on Debian/Ubuntu.
 servers:
-	@if [ -x .ci/install-servers ]; then .ci/install-servers; fi
+	@.ci/install-servers
 
 # The README's first command: contenders on the in-memory store.
 example:

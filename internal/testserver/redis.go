@@ -1,0 +1,178 @@
+package testserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisServer is a Redis server for one test. Tests of one binary may share
+// the server; each gets a key prefix of its own and must keep its keys under
+// it. The prefix contains no hash tag ('{'), so it does not pin keys to one
+// Redis Cluster slot.
+type RedisServer struct {
+	*Process // Addr; control methods work for PrivateRedis only
+	prefix   string
+}
+
+// KeyPrefix returns the test's unique key prefix, e.g. "simba-test-1a2b3c4d5e6f:".
+func (s *RedisServer) KeyPrefix() string { return s.prefix }
+
+var sharedRedis lazy[*Process]
+
+// Redis returns a Redis server for the test: the one named by
+// SIMBA_TEST_REDIS, else a container when Docker answers, else a local
+// redis-server shared by the tests of this binary. Only the key prefix is
+// the test's own; the server is not controllable (see PrivateRedis).
+func Redis(t testing.TB) *RedisServer {
+	t.Helper()
+	prefix := unique("simba-test-") + ":"
+	if a := os.Getenv(EnvRedis); a != "" {
+		if !hostPort(a) {
+			t.Fatalf("testserver: %s=%q is not host:port", EnvRedis, a)
+		}
+		t.Cleanup(func() { deleteRedisKeys(t, []string{a}, prefix) })
+		return &RedisServer{Process: detached("redis", a, "named by "+EnvRedis), prefix: prefix}
+	}
+	begin := time.Now()
+	p, err := sharedRedis.get(func() (*Process, error) {
+		a, note, ok, cerr := viaContainer(containerSpec{
+			image: imageRedis, port: "6379/tcp",
+			cmd:   []string{"redis-server", "--save", "", "--appendonly", "no"},
+			ready: pingRedis,
+		})
+		if ok {
+			return detached("redis", a, note+", shared by the tests of this binary"), nil
+		}
+		g, err := startRedis()
+		if err != nil {
+			return nil, errors.Join(cerr, err)
+		}
+		onShutdown(g.close)
+		return detached("redis", g.procs[0].Addr(), "local server shared by the tests of this binary; use PrivateRedis"), nil
+	})
+	need(t, err)
+	logStart(t, "shared "+p.String(), begin)
+	return &RedisServer{Process: p, prefix: prefix}
+}
+
+// PrivateRedis starts a local redis-server for this test alone, stopped
+// when the test ends. Its control methods work; it runs without
+// persistence, so a restart empties it.
+func PrivateRedis(t testing.TB) *RedisServer {
+	t.Helper()
+	begin := time.Now()
+	g, err := startRedis()
+	need(t, err)
+	private(t, g)
+	logStart(t, "private "+g.procs[0].String(), begin)
+	return &RedisServer{Process: g.procs[0], prefix: unique("simba-test-") + ":"}
+}
+
+// redisBinary finds redis-server.
+func redisBinary() (string, error) {
+	if !localSupported {
+		return "", &MissingError{Server: "redis", Package: "redis-server", Env: EnvRedis, Detail: "not a Unix system"}
+	}
+	p, ok := lookBinary([]string{"redis-server"}, "/usr/bin", "/usr/local/bin", "/opt/homebrew/bin")
+	if !ok {
+		return "", &MissingError{Server: "redis", Package: "redis-server", Env: EnvRedis, Detail: "redis-server not found"}
+	}
+	return p, nil
+}
+
+// startRedis starts one local redis-server on a free port.
+func startRedis() (*group, error) {
+	bin, err := redisBinary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := newWorkDir("redis")
+	if err != nil {
+		return nil, err
+	}
+	g := &group{dir: dir}
+	err = retryPorts(func() error {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		p := newRedisProcess(bin, dir, port)
+		g.procs = []*Process{p}
+		return p.Start()
+	})
+	if err != nil {
+		_ = g.close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// newRedisProcess describes a redis-server in dir on port, with extra
+// arguments (for Redis Cluster).
+func newRedisProcess(bin, dir string, port int, extra ...string) *Process {
+	a := addr(port)
+	args := append([]string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+	}, extra...)
+	return newProcess("redis", a, procSpec{
+		path: bin, args: args, dir: dir,
+		logPath: filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log"),
+		uid:     -1, gid: -1,
+		ready: func(ctx context.Context) error { return pingRedis(ctx, a) },
+	})
+}
+
+// pingRedis sends PING over a fresh connection and expects +PONG (a
+// loading server answers -LOADING).
+func pingRedis(ctx context.Context, a string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", a)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("redis %s: PING answered %q", a, strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// deleteRedisKeys removes the keys under prefix from external servers
+// (masters of a cluster, or one server), so tests leave nothing behind.
+func deleteRedisKeys(t testing.TB, addrs []string, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Unlink(ctx, iter.Val()) // a replica refuses: harmless
+		}
+		if err := iter.Err(); err != nil {
+			t.Logf("testserver: cleaning keys %s* on %s: %v", prefix, a, err)
+		}
+		_ = c.Close()
+	}
+}
