@@ -30,9 +30,6 @@ func memBackend(wrap func(*memstore.Store) lease.Store) func(t *testing.T) tck.B
 }
 
 func TestMemstoreRealTime(t *testing.T) {
-	if os.Getenv(mutantEnv) != "" {
-		t.Skip("mutant child process")
-	}
 	tck.Run(t, tck.Harness{
 		Open:         memBackend(func(s *memstore.Store) lease.Store { return s }),
 		MultiContend: 3 * time.Second,
@@ -57,19 +54,24 @@ var mutants = map[string]struct {
 
 // TestMutants runs each mutant's cases in a child process and expects
 // exactly those cases to fail.
+//
+// In the child process (the mutant named in the environment), TestMutants
+// runs the suite against that mutant instead; the parent asks the child
+// for one case with -test.run=^TestMutants$/^Case$.
 func TestMutants(t *testing.T) {
-	if os.Getenv(mutantEnv) != "" {
-		t.Skip("mutant child process")
+	if name := os.Getenv(mutantEnv); name != "" {
+		runMutant(t, mutants[name].store)
+		return
 	}
 	for name, mu := range mutants {
 		for _, c := range mu.cases {
 			t.Run(strings.ReplaceAll(name, " ", "_")+"/"+c, func(t *testing.T) {
 				t.Parallel()
-				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMutantChild$/^"+c+"$", "-test.count=1", "-test.v")
+				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMutants$/^"+c+"$", "-test.count=1", "-test.v")
 				cmd.Env = append(os.Environ(), mutantEnv+"="+name)
 				out, err := cmd.CombinedOutput()
 				var exit *exec.ExitError
-				if !errors.As(err, &exit) || !strings.Contains(string(out), "--- FAIL: TestMutantChild/"+c) {
+				if !errors.As(err, &exit) || !strings.Contains(string(out), "--- FAIL: TestMutants/"+c) {
 					t.Errorf("case %s did not fail against the mutant %q (err %v):\n%s", c, name, err, out)
 				}
 			})
@@ -77,16 +79,11 @@ func TestMutants(t *testing.T) {
 	}
 }
 
-// TestMutantChild runs the suite against the mutant named in the
-// environment; only TestMutants starts it.
-func TestMutantChild(t *testing.T) {
-	mu, ok := mutants[os.Getenv(mutantEnv)]
-	if !ok {
-		t.Skip("run by TestMutants")
-	}
+// runMutant runs the suite against one broken store.
+func runMutant(t *testing.T, mu *hooked) {
 	tck.Run(t, tck.Harness{
 		Open: memBackend(func(s *memstore.Store) lease.Store {
-			h := *mu.store
+			h := *mu
 			h.s = s
 			if h.noWatch {
 				return &h
