@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -26,13 +27,13 @@ func main() {
 	}
 }
 
-func run(out *os.File) error {
+func run(out io.Writer) error {
 	ctx := context.Background()
 	store := memstore.New()
 	start := time.Now()
 
 	var (
-		mu    sync.Mutex
+		mu    sync.Mutex // guards the counters and out: callbacks of different contenders run concurrently
 		count int
 		last  uint64
 		done  = make(chan struct{})
@@ -52,12 +53,14 @@ func run(out *os.File) error {
 				count++
 				n, prev := count, last
 				last = l.Token()
+				if n <= handoffs {
+					fmt.Fprintf(out, "%6.3fs  %-5s leads   token %d (previous %d)\n",
+						time.Since(start).Seconds(), l.Owner().ID, l.Token(), prev)
+				}
 				mu.Unlock()
 				if n > handoffs {
 					return // the demo is over; Stop ends this term
 				}
-				fmt.Fprintf(out, "%6.3fs  %-5s leads   token %d (previous %d)\n",
-					time.Since(start).Seconds(), l.Owner().ID, l.Token(), prev)
 				if n == handoffs {
 					close(done)
 					return
@@ -70,13 +73,11 @@ func run(out *os.File) error {
 			},
 			OnReleased: func(prev lease.Owner) {
 				mu.Lock()
-				over := count >= handoffs
-				mu.Unlock()
-				if over {
-					return
+				defer mu.Unlock()
+				if count < handoffs {
+					fmt.Fprintf(out, "%6.3fs  %-5s resigns token %d\n",
+						time.Since(start).Seconds(), prev.ID, prev.Token)
 				}
-				fmt.Fprintf(out, "%6.3fs  %-5s resigns token %d\n",
-					time.Since(start).Seconds(), prev.ID, prev.Token)
 			},
 		})
 		if err != nil {
