@@ -71,9 +71,6 @@ func (r *recorder) Release(ctx context.Context, mutex, contender string, token u
 	return err
 }
 
-// plain hides the optional capabilities of a store.
-type plain struct{ lease.Store }
-
 // noBatch hides BatchRenewer but keeps Watcher.
 type noBatch struct {
 	lease.Store

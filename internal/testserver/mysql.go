@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,20 +31,14 @@ func MySQL(t testing.TB) *SQLServer {
 	}
 	begin := time.Now()
 	b, err := sharedMySQL.get(func() (*sqlBackend, error) {
-		a, note, ok, cerr := viaContainer(containerSpec{
+		p, err := sharedServer("mysql", containerSpec{
 			image: imageMySQL, port: "3306/tcp",
 			env:   map[string]string{"MYSQL_ALLOW_EMPTY_PASSWORD": "yes"},
 			ready: func(ctx context.Context, a string) error { return pingSQL(ctx, "mysql", myDSN(a, "")) },
-		})
-		if ok {
-			return myBackend(detached("mysql", a, note+", shared by the tests of this binary"), true), nil
-		}
-		g, err := startMariaDB()
+		}, startMariaDB, "PrivateMySQL")
 		if err != nil {
-			return nil, errors.Join(cerr, err)
+			return nil, err
 		}
-		onShutdown(g.close)
-		p := detached("mysql", g.procs[0].Addr(), "local server shared by the tests of this binary; use PrivateMySQL")
 		return myBackend(p, true), nil
 	})
 	need(t, err)

@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -34,22 +33,16 @@ func Postgres(t testing.TB) *SQLServer {
 	}
 	begin := time.Now()
 	b, err := sharedPostgres.get(func() (*sqlBackend, error) {
-		a, note, ok, cerr := viaContainer(containerSpec{
+		p, err := sharedServer("postgres", containerSpec{
 			image: imagePostgres, port: "5432/tcp",
 			env: map[string]string{"POSTGRES_HOST_AUTH_METHOD": "trust"},
 			cmd: []string{"postgres", "-c", "fsync=off", "-c", "synchronous_commit=off",
 				"-c", "full_page_writes=off", "-c", "max_connections=300"},
 			ready: func(ctx context.Context, a string) error { return pingSQL(ctx, "pgx", pgURL(a, "postgres")) },
-		})
-		if ok {
-			return pgBackend(detached("postgres", a, note+", shared by the tests of this binary"), true), nil
-		}
-		g, err := startPostgres()
+		}, startPostgres, "PrivatePostgres")
 		if err != nil {
-			return nil, errors.Join(cerr, err)
+			return nil, err
 		}
-		onShutdown(g.close)
-		p := detached("postgres", g.procs[0].Addr(), "local server shared by the tests of this binary; use PrivatePostgres")
 		return pgBackend(p, true), nil
 	})
 	need(t, err)

@@ -3,7 +3,6 @@ package testserver
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -46,20 +45,11 @@ func Redis(t testing.TB) *RedisServer {
 	}
 	begin := time.Now()
 	p, err := sharedRedis.get(func() (*Process, error) {
-		a, note, ok, cerr := viaContainer(containerSpec{
+		return sharedServer("redis", containerSpec{
 			image: imageRedis, port: "6379/tcp",
 			cmd:   []string{"redis-server", "--save", "", "--appendonly", "no"},
 			ready: pingRedis,
-		})
-		if ok {
-			return detached("redis", a, note+", shared by the tests of this binary"), nil
-		}
-		g, err := startRedis()
-		if err != nil {
-			return nil, errors.Join(cerr, err)
-		}
-		onShutdown(g.close)
-		return detached("redis", g.procs[0].Addr(), "local server shared by the tests of this binary; use PrivateRedis"), nil
+		}, startRedis, "PrivateRedis")
 	})
 	need(t, err)
 	logStart(t, "shared "+p.String(), begin)

@@ -153,3 +153,20 @@ func logStart(t testing.TB, what string, begin time.Time) {
 	t.Helper()
 	t.Logf("testserver: %s ready (waited %v)", what, time.Since(begin).Round(time.Millisecond))
 }
+
+// sharedServer starts the server of one kind that the tests of this binary
+// share: a container when a Docker engine answers, else a local process
+// made by start (stopped by Shutdown). private names the helper to use for
+// a controllable server of that kind.
+func sharedServer(name string, spec containerSpec, start func() (*group, error), private string) (*Process, error) {
+	a, note, ok, cerr := viaContainer(spec)
+	if ok {
+		return detached(name, a, note+", shared by the tests of this binary"), nil
+	}
+	g, err := start()
+	if err != nil {
+		return nil, errors.Join(cerr, err)
+	}
+	onShutdown(g.close)
+	return detached(name, g.procs[0].Addr(), "local server shared by the tests of this binary; use "+private), nil
+}

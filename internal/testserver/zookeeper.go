@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -60,7 +59,7 @@ func ZooKeeper(t testing.TB) *ZooKeeperServer {
 	}
 	begin := time.Now()
 	p, err := sharedZooKeeper.get(func() (*Process, error) {
-		a, note, ok, cerr := viaContainer(containerSpec{
+		return sharedServer("zookeeper", containerSpec{
 			image: imageZooKeeper, port: "2181/tcp",
 			env: map[string]string{
 				"ZOO_TICK_TIME":              strconv.Itoa(zkTickMs),
@@ -69,16 +68,7 @@ func ZooKeeper(t testing.TB) *ZooKeeperServer {
 				"ZOO_ADMINSERVER_ENABLED":    "false",
 			},
 			ready: func(ctx context.Context, a string) error { return zkServing(ctx, a) },
-		})
-		if ok {
-			return detached("zookeeper", a, note+", shared by the tests of this binary"), nil
-		}
-		g, err := startZooKeeper()
-		if err != nil {
-			return nil, errors.Join(cerr, err)
-		}
-		onShutdown(g.close)
-		return detached("zookeeper", g.procs[0].Addr(), "local server shared by the tests of this binary; use PrivateZooKeeper"), nil
+		}, startZooKeeper, "PrivateZooKeeper")
 	})
 	need(t, err)
 	logStart(t, "shared "+p.String(), begin)
