@@ -1,0 +1,58 @@
+-- name: Acquire :one
+-- Every statement here reads the server's clock once (clock_timestamp() in
+-- the CTE n), decides expiry by it (a grant is live while
+-- transition_at > now; an empty owner_id is a free mutex) and returns it as
+-- now_ms, so the caller reports remaining durations only.
+-- Grants the mutex when it is free or its transition has ended (token + 1),
+-- extends it when owner_id already holds a live grant (token kept), and
+-- returns no row when someone else holds it.
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
+INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version)
+SELECT sqlc.arg(mutex)::varchar, sqlc.arg(owner_id)::varchar, n.ms,
+       n.ms + sqlc.arg(ttl_ms)::bigint, n.ms + sqlc.arg(ttl_ms)::bigint + sqlc.arg(transition_ms)::bigint,
+       1, 1
+FROM n
+ON CONFLICT (mutex) DO UPDATE SET
+    token         = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
+                         THEN m.token + 1 ELSE m.token END,
+    acquired_at   = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
+                         THEN EXCLUDED.acquired_at ELSE m.acquired_at END,
+    owner_id      = EXCLUDED.owner_id,
+    ttl_at        = EXCLUDED.ttl_at,
+    transition_at = EXCLUDED.transition_at,
+    version       = m.version + 1
+WHERE m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, (SELECT n.ms FROM n)::bigint AS now_ms;
+
+-- name: Renew :one
+-- Extends the live grant of owner_id with token from now; no row when that
+-- grant is not the current one or its transition has ended.
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
+UPDATE simba_mutex AS m SET
+    ttl_at        = n.ms + sqlc.arg(ttl_ms)::bigint,
+    transition_at = n.ms + sqlc.arg(ttl_ms)::bigint + sqlc.arg(transition_ms)::bigint,
+    version       = m.version + 1
+FROM n
+WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token = sqlc.arg(token)
+  AND m.transition_at > n.ms
+RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, n.ms AS now_ms;
+
+-- name: Release :execrows
+-- Ends the live grant of owner_id with token: the mutex is free from now
+-- on. The token column is kept, so the next grant's token is greater.
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
+UPDATE simba_mutex AS m SET
+    owner_id      = '',
+    ttl_at        = n.ms,
+    transition_at = n.ms,
+    version       = m.version + 1
+FROM n
+WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token = sqlc.arg(token)
+  AND m.transition_at > n.ms;
+
+-- name: Get :one
+-- Reads a mutex with the server's now; no row for an unknown mutex.
+SELECT m.owner_id, m.token, m.ttl_at, m.transition_at,
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+FROM simba_mutex AS m
+WHERE m.mutex = sqlc.arg(mutex);

@@ -1,0 +1,108 @@
+package schema_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/schema"
+)
+
+func TestMain(m *testing.M) { testserver.VerifyTestMain(m) }
+
+// TestUpDownVersion migrates up, checks the table, migrates down and up
+// again on both dialects, and leaves the caller's *sql.DB open.
+func TestUpDownVersion(t *testing.T) {
+	for _, c := range []struct {
+		name, driver string
+		d            schema.Dialect
+		server       func(testing.TB) *testserver.SQLServer
+	}{
+		{"postgres", "pgx", schema.Postgres, testserver.Postgres},
+		{"mysql", "mysql", schema.MySQL, testserver.MySQL},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, err := sql.Open(c.driver, c.server(t).DSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			version := func(want uint) {
+				t.Helper()
+				v, dirty, err := schema.Version(ctx, db, c.d)
+				if err != nil || v != want || dirty {
+					t.Fatalf("Version = %d, %v, %v; want %d, clean", v, dirty, err, want)
+				}
+			}
+			count := func() (n int, err error) {
+				err = db.QueryRowContext(ctx, "SELECT count(*) FROM simba_mutex").Scan(&n)
+				return n, err
+			}
+			version(0)
+			for range 2 { // the second Up is a no-op, not an error
+				if err := schema.Migrate(ctx, db, c.d); err != nil {
+					t.Fatalf("Migrate: %v", err)
+				}
+				version(1)
+			}
+			if n, err := count(); err != nil || n != 0 {
+				t.Fatalf("simba_mutex after Migrate: %d rows, %v", n, err)
+			}
+			for range 2 {
+				if err := schema.MigrateDown(ctx, db, c.d); err != nil {
+					t.Fatalf("MigrateDown: %v", err)
+				}
+				version(0)
+			}
+			if _, err := count(); err == nil {
+				t.Fatal("simba_mutex still exists after MigrateDown")
+			}
+			if err := schema.Migrate(ctx, db, c.d); err != nil {
+				t.Fatalf("Migrate after down: %v", err)
+			}
+			version(1)
+			if err := db.PingContext(ctx); err != nil {
+				t.Fatalf("the caller's *sql.DB is unusable after migrating: %v", err)
+			}
+			var apps int // the application's own golang-migrate table is untouched
+			_ = db.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&apps)
+			if apps != 0 {
+				t.Errorf("schema_migrations has %d rows; simba's state belongs in %s", apps, schema.MigrationsTable)
+			}
+		})
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	ctx := context.Background()
+	if err := schema.Migrate(ctx, nil, schema.Postgres); !errors.Is(err, schema.ErrNilDB) {
+		t.Errorf("Migrate(nil db) = %v, want ErrNilDB", err)
+	}
+	db, err := sql.Open("pgx", "postgres://127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := schema.Migrate(ctx, db, "oracle"); !errors.Is(err, schema.ErrUnknownDialect) {
+		t.Errorf("Migrate(oracle) = %v, want ErrUnknownDialect", err)
+	}
+	for _, d := range []schema.Dialect{schema.Postgres, schema.MySQL} {
+		f, err := schema.FS(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"000001_create_simba_mutex.up.sql", "000001_create_simba_mutex.down.sql"} {
+			if _, err := fs.Stat(f, name); err != nil {
+				t.Errorf("FS(%s): %v", d, err)
+			}
+		}
+	}
+}

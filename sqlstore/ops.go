@@ -1,0 +1,211 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// engine runs the statements of one dialect. Times are epoch ms on the
+// server's clock.
+type engine interface {
+	// acquire runs the conditional upsert and returns the row after it.
+	acquire(ctx context.Context, mutex, owner string, ttlMs, transitionMs int64) (row, error)
+	// renew extends owner's live grant with token; ok is false when that
+	// grant is not the current one (then r is the current row).
+	renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (r row, ok bool, err error)
+	// release frees the mutex when owner holds the live grant with token.
+	release(ctx context.Context, mutex, owner string, token int64) (ok bool, err error)
+	// get reads the row; found is false for an unknown mutex.
+	get(ctx context.Context, mutex string) (row, error)
+}
+
+// row is one mutex's row with the server's now.
+type row struct {
+	found        bool
+	owner        string
+	token        int64
+	ttlAt        int64
+	transitionAt int64
+	now          int64
+}
+
+// record turns a row into remaining durations. A grant whose transition
+// has ended is a free mutex.
+func (r row) record() lease.Record {
+	if !r.found || r.owner == "" || r.transitionAt <= r.now || r.token <= 0 {
+		return lease.Record{}
+	}
+	ttl := max(r.ttlAt-r.now, 0)
+	return lease.Record{
+		Owner:      r.owner,
+		Token:      uint64(r.token),
+		TTL:        msDuration(ttl),
+		Transition: msDuration(max(r.transitionAt-r.now, ttl)),
+	}
+}
+
+// Acquire grants mutex to contender when it is free, when the previous
+// grant's transition has ended on the server's clock (a new token), or when
+// contender already holds the live grant (extended, token kept). Losing is
+// not an error: the caller holds the mutex exactly when the returned
+// Record's Owner is contender. See [lease.Store].
+func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	ttlMs, trMs, err := checkRequest(mutex, contender, ttl, transition)
+	if err != nil {
+		return lease.Record{}, s.errorf("acquire", mutex, err)
+	}
+	var r row
+	err = s.retry(ctx, func() (err error) {
+		r, err = s.eng.acquire(ctx, mutex, contender, ttlMs, trMs)
+		return err
+	})
+	if err != nil {
+		return lease.Record{}, s.errorf("acquire", mutex, err)
+	}
+	return r.record(), nil
+}
+
+// Renew extends the live grant of contender with token by ttl, then
+// transition, from the server's now, keeping the token. When that grant is
+// not the current one or its transition has ended, it changes nothing and
+// returns the current record with an error wrapping [lease.ErrNotHeld].
+func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+	ttlMs, trMs, err := checkRequest(mutex, contender, ttl, transition)
+	if err != nil {
+		return lease.Record{}, s.errorf("renew", mutex, err)
+	}
+	if token == 0 || token > math.MaxInt64 { // never granted
+		r, err := s.Get(ctx, mutex)
+		if err != nil {
+			return lease.Record{}, err
+		}
+		return r, s.errorf("renew", mutex, lease.ErrNotHeld)
+	}
+	var r row
+	var ok bool
+	err = s.retry(ctx, func() (err error) {
+		r, ok, err = s.eng.renew(ctx, mutex, contender, int64(token), ttlMs, trMs)
+		return err
+	})
+	if err != nil {
+		return lease.Record{}, s.errorf("renew", mutex, err)
+	}
+	if !ok {
+		return r.record(), s.errorf("renew", mutex, lease.ErrNotHeld)
+	}
+	return r.record(), nil
+}
+
+// Release ends contender's grant with token at once: the mutex is free and
+// the next grant gets a greater token. When that grant is not the current
+// one (token 0 never is), it changes nothing and returns an error wrapping
+// [lease.ErrNotHeld]. The Store has no wait queue to withdraw from.
+func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
+	if err := checkNameContender(mutex, contender); err != nil {
+		return s.errorf("release", mutex, err)
+	}
+	if token == 0 || token > math.MaxInt64 {
+		return s.errorf("release", mutex, lease.ErrNotHeld)
+	}
+	var ok bool
+	err := s.retry(ctx, func() (err error) {
+		ok, err = s.eng.release(ctx, mutex, contender, int64(token))
+		return err
+	})
+	if err != nil {
+		return s.errorf("release", mutex, err)
+	}
+	if !ok {
+		return s.errorf("release", mutex, lease.ErrNotHeld)
+	}
+	return nil
+}
+
+// Get returns the current record of mutex without changing it. An unknown
+// or free mutex has an empty Owner.
+func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
+	if err := lease.ValidateName(mutex); err != nil {
+		return lease.Record{}, s.errorf("get", mutex, err)
+	}
+	var r row
+	err := s.retry(ctx, func() (err error) {
+		r, err = s.eng.get(ctx, mutex)
+		return err
+	})
+	if err != nil {
+		return lease.Record{}, s.errorf("get", mutex, err)
+	}
+	return r.record(), nil
+}
+
+func (s *Store) errorf(op, mutex string, err error) error {
+	return fmt.Errorf("sqlstore: %s %s %q: %w", s.dialect, op, mutex, err)
+}
+
+// maxMs bounds ttl + transition so that now + it cannot overflow a bigint
+// (about 292 million years).
+const maxMs = math.MaxInt64 / 4
+
+// checkRequest validates the input of Acquire and Renew and converts the
+// durations to milliseconds, rounded up: the server's grant is never
+// shorter than the one the caller's deadline assumes.
+func checkRequest(mutex, contender string, ttl, transition time.Duration) (ttlMs, trMs int64, err error) {
+	if err := checkNameContender(mutex, contender); err != nil {
+		return 0, 0, err
+	}
+	if ttl < time.Millisecond {
+		return 0, 0, fmt.Errorf("%w: ttl %v is less than 1ms", lease.ErrInvalidArgument, ttl)
+	}
+	if transition < 0 {
+		return 0, 0, fmt.Errorf("%w: transition %v is negative", lease.ErrInvalidArgument, transition)
+	}
+	ttlMs, trMs = ceilMs(ttl), ceilMs(transition)
+	if ttlMs > maxMs-trMs {
+		return 0, 0, fmt.Errorf("%w: ttl %v + transition %v is too long", lease.ErrInvalidArgument, ttl, transition)
+	}
+	return ttlMs, trMs, nil
+}
+
+// checkNameContender accepts what the Store contract promises: a valid name
+// and a non-empty contender id of valid UTF-8 without NUL, at most
+// lease.MaxContenderIDLength bytes.
+func checkNameContender(mutex, contender string) error {
+	if err := lease.ValidateName(mutex); err != nil {
+		return err
+	}
+	switch {
+	case contender == "":
+		return fmt.Errorf("%w: empty contender id", lease.ErrInvalidArgument)
+	case len(contender) > lease.MaxContenderIDLength:
+		return fmt.Errorf("%w: contender id of %d bytes, more than %d", lease.ErrInvalidArgument, len(contender), lease.MaxContenderIDLength)
+	case !utf8.ValidString(contender):
+		return fmt.Errorf("%w: contender id is not valid UTF-8", lease.ErrInvalidArgument)
+	}
+	for i := range len(contender) {
+		if contender[i] == 0 {
+			return fmt.Errorf("%w: contender id contains NUL", lease.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+func ceilMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+func msDuration(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// errNoRow is what an engine returns when a statement that must produce a
+// row produced none (a table changed under the Store).
+var errNoRow = errors.New("sqlstore: statement returned no row")

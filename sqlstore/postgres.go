@@ -1,0 +1,56 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	pgdb "github.com/simba-go/simba/internal/db/postgres"
+)
+
+// pgEngine runs the PostgreSQL statements of queries/postgres: every
+// operation is one statement that returns the row with the server's now.
+type pgEngine struct {
+	db dbtx
+	q  pgdb.Queries
+}
+
+func (e pgEngine) acquire(ctx context.Context, mutex, owner string, ttlMs, transitionMs int64) (row, error) {
+	r, err := e.q.Acquire(ctx, e.db, pgdb.AcquireParams{Mutex: mutex, OwnerID: owner, TtlMs: ttlMs, TransitionMs: transitionMs})
+	if errors.Is(err, sql.ErrNoRows) {
+		// Held by someone else: the upsert's WHERE was false. Report who.
+		return e.get(ctx, mutex)
+	}
+	if err != nil {
+		return row{}, err
+	}
+	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, nil
+}
+
+func (e pgEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
+	r, err := e.q.Renew(ctx, e.db, pgdb.RenewParams{Mutex: mutex, OwnerID: owner, Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
+	if errors.Is(err, sql.ErrNoRows) {
+		cur, err := e.get(ctx, mutex)
+		return cur, false, err
+	}
+	if err != nil {
+		return row{}, false, err
+	}
+	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, true, nil
+}
+
+func (e pgEngine) release(ctx context.Context, mutex, owner string, token int64) (bool, error) {
+	n, err := e.q.Release(ctx, e.db, pgdb.ReleaseParams{Mutex: mutex, OwnerID: owner, Token: token})
+	return n > 0, err
+}
+
+func (e pgEngine) get(ctx context.Context, mutex string) (row, error) {
+	r, err := e.q.Get(ctx, e.db, mutex)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row{}, nil
+	}
+	if err != nil {
+		return row{}, err
+	}
+	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, nil
+}

@@ -1,0 +1,40 @@
+package sqlstore_test
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/tck"
+)
+
+// TestTCK runs the conformance suite on PostgreSQL and on MySQL/MariaDB:
+// a fresh, migrated database per case, a new *sql.DB per client, and a
+// partitioned client through a black-holing TCP proxy.
+func TestTCK(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			tck.Run(t, tck.Harness{
+				Open: func(t *testing.T) tck.Backend {
+					srv := d.server(t)
+					dsn := srv.DSN()
+					d.migrate(t, dsn)
+					return tck.Backend{
+						Client: func() lease.Store { return d.newStore(t, dsn) },
+						Partitioned: func() (lease.Store, tck.Partition) {
+							p := newProxy(t, srv.Addr())
+							return d.newStore(t, strings.Replace(dsn, srv.Addr(), p.Addr(), 1)), p
+						},
+					}
+				},
+				// A pooled MySQL connection's context watcher lives as
+				// long as the connection, which database/sql keeps.
+				LeakOptions: []goleak.Option{
+					goleak.IgnoreTopFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
+				},
+			})
+		})
+	}
+}
