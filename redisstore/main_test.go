@@ -1,0 +1,91 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/redisstore"
+)
+
+// TestMain stops the shared test servers and checks for leaked goroutines.
+func TestMain(m *testing.M) { testserver.VerifyTestMain(m) }
+
+var bg = context.Background()
+
+// Timings of the raw-store tests: long enough for a slow machine, short
+// enough to wait out.
+const (
+	ttl = 300 * time.Millisecond
+	tr  = 200 * time.Millisecond
+)
+
+// dial returns a client of addr, closed when the test ends. Context
+// deadlines bound its calls, as the lease package's call timeouts expect.
+func dial(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr: addr, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dialCluster returns a cluster client of addrs, closed when the test ends.
+func dialCluster(t testing.TB, addrs []string) *redis.ClusterClient {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: addrs, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newStore returns a Store on c under prefix, closed when the test ends.
+func newStore(t testing.TB, c redis.UniversalClient, prefix string, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithKeyPrefix(prefix)}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// shared returns a Store on the shared Redis server under the test's own
+// prefix.
+func shared(t testing.TB, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	srv := testserver.Redis(t)
+	return newStore(t, dial(t, srv.Addr()), srv.KeyPrefix(), opts...)
+}
+
+func mustHold(t testing.TB, s lease.Store, mutex, contender string) lease.Record {
+	t.Helper()
+	rec, err := s.Acquire(bg, mutex, contender, ttl, tr)
+	if err != nil {
+		t.Fatalf("Acquire(%q, %q): %v", mutex, contender, err)
+	}
+	if !rec.Held(contender) {
+		t.Fatalf("Acquire(%q, %q) lost: %+v", mutex, contender, rec)
+	}
+	return rec
+}
+
+func mustLose(t testing.TB, s lease.Store, mutex, contender string) lease.Record {
+	t.Helper()
+	rec, err := s.Acquire(bg, mutex, contender, ttl, tr)
+	if err != nil {
+		t.Fatalf("Acquire(%q, %q): %v", mutex, contender, err)
+	}
+	if rec.Held(contender) {
+		t.Fatalf("Acquire(%q, %q) won: %+v", mutex, contender, rec)
+	}
+	return rec
+}

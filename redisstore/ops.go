@@ -1,0 +1,149 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Acquire grants mutex to contender when it is free (and not held back for
+// another waiter), when the previous grant's transition has ended, or when
+// contender holds the live grant (then it extends that grant and keeps its
+// token). A new grant gets a token above every earlier one of the mutex. A
+// losing contender joins the mutex's wait queue. One script, one round trip
+// (two commands in one pipeline with [WithWaitReplicas]).
+func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	if err := checkRequest(mutex, contender, ttl, transition); err != nil {
+		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
+	}
+	k := s.keysOf(mutex)
+	args := []any{contender, ms(ttl), ms(transition), ms(s.cfg.handoff), s.pubCmd, ms(tokenRetention)}
+	var v any
+	var err error
+	if s.cfg.waitN > 0 {
+		var acks int64
+		v, acks, err = s.runAndWait(ctx, k[:], args)
+		if err == nil {
+			rec, perr := decodeRecord(v)
+			if perr == nil && rec.Held(contender) && acks < int64(s.cfg.waitN) {
+				return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w: %d of %d replicas in %v",
+					mutex, ErrNotReplicated, acks, s.cfg.waitN, s.cfg.waitTimeout)
+			}
+		}
+	} else {
+		v, err = s.run(ctx, acquireScript, k[:], args...)
+	}
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
+	}
+	rec, err := decodeRecord(v)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
+	}
+	return rec, nil
+}
+
+// Renew extends the grant of contender with token by ttl, then transition,
+// from the server's now. It fails with an error wrapping [lease.ErrNotHeld],
+// and returns the current record, when that grant is not the current one or
+// its transition has ended; it never re-acquires.
+func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+	res, err := s.RenewMany(ctx, []lease.RenewRequest{{
+		Mutex: mutex, Contender: contender, Token: token, TTL: ttl, Transition: transition,
+	}})
+	if err != nil {
+		return lease.Record{}, err
+	}
+	return res[0].Record, res[0].Err
+}
+
+// Release ends contender's interest in mutex: it leaves the wait queue and,
+// when it holds the grant with token, the grant ends at once, the mutex is
+// held back for the longest live waiter (see [WithHandoff]) and that waiter
+// is woken. Otherwise Release returns an error wrapping [lease.ErrNotHeld]
+// and leaves the owner alone; token 0 only withdraws from the queue.
+func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
+	if err := checkNameContender(mutex, contender); err != nil {
+		return fmt.Errorf("redisstore: release %q: %w", mutex, err)
+	}
+	k := s.keysOf(mutex)
+	v, err := s.run(ctx, releaseScript, k[:], contender, strconv.FormatUint(token, 10), ms(s.cfg.handoff), s.pubCmd)
+	if err != nil {
+		return fmt.Errorf("redisstore: release %q: %w", mutex, err)
+	}
+	switch v {
+	case int64(1):
+		return nil
+	case int64(0):
+		return fmt.Errorf("redisstore: release %q: %w", mutex, lease.ErrNotHeld)
+	}
+	return fmt.Errorf("redisstore: release %q: %w: %T %v", mutex, ErrUnexpectedReply, v, v)
+}
+
+// Get returns the current record of mutex without changing it. A free or
+// unknown mutex has an empty Owner; a free mutex held back for a waiter has
+// a positive Transition (the rest of the hand-off window).
+func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
+	if err := lease.ValidateName(mutex); err != nil {
+		return lease.Record{}, fmt.Errorf("redisstore: get: %w", err)
+	}
+	k := s.keysOf(mutex)
+	v, err := s.run(ctx, getScript, k[:])
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("redisstore: get %q: %w", mutex, err)
+	}
+	rec, err := decodeRecord(v)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("redisstore: get %q: %w", mutex, err)
+	}
+	return rec, nil
+}
+
+// decodeRecord reads the record a script returned.
+func decodeRecord(v any) (lease.Record, error) {
+	l, err := parseList(v)
+	if err != nil {
+		return lease.Record{}, err
+	}
+	return parseRecord(l)
+}
+
+// checkRequest validates the input of Acquire and Renew.
+func checkRequest(mutex, contender string, ttl, transition time.Duration) error {
+	if err := checkNameContender(mutex, contender); err != nil {
+		return err
+	}
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: ttl %v is less than 1ms", lease.ErrInvalidArgument, ttl)
+	}
+	if transition < 0 {
+		return fmt.Errorf("%w: transition %v is negative", lease.ErrInvalidArgument, transition)
+	}
+	return nil
+}
+
+// checkNameContender validates a mutex name and a contender id.
+func checkNameContender(mutex, contender string) error {
+	if err := lease.ValidateName(mutex); err != nil {
+		return err
+	}
+	return checkContender(contender)
+}
+
+// checkContender accepts what the Store contract promises: non-empty valid
+// UTF-8 of at most lease.MaxContenderIDLength bytes.
+func checkContender(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty contender id", lease.ErrInvalidArgument)
+	case len(id) > lease.MaxContenderIDLength:
+		return fmt.Errorf("%w: contender id of %d bytes, more than %d", lease.ErrInvalidArgument, len(id), lease.MaxContenderIDLength)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: contender id is not valid UTF-8", lease.ErrInvalidArgument)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package redisstore
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// DefaultKeyPrefix is the prefix of every key and channel of a Store made
+// without [WithKeyPrefix].
+const DefaultKeyPrefix = "simba:"
+
+// DefaultHandoff is the default hand-off window: how long a mutex freed by
+// a Release is held back for the longest live waiter.
+const DefaultHandoff = time.Second
+
+// maxKeyPrefix bounds the key prefix, so keys stay short.
+const maxKeyPrefix = 256
+
+// An Option configures a Store made by [New]. Options validate their input:
+// New returns the first option's error.
+type Option func(*config) error
+
+type config struct {
+	prefix      string
+	handoff     time.Duration
+	waitN       int
+	waitTimeout time.Duration
+	logger      *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{prefix: DefaultKeyPrefix, handoff: DefaultHandoff}
+}
+
+// WithKeyPrefix puts every key and channel of the Store under prefix
+// (default [DefaultKeyPrefix]), for example to share a Redis database with
+// other applications or to keep the mutexes of two environments apart.
+// Stores that must see the same mutexes need the same prefix. The prefix
+// may be empty; it must not contain '{' or '}' (the Store puts its own hash
+// tag after it) and is at most 256 bytes.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *config) error {
+		if strings.ContainsAny(prefix, "{}") || len(prefix) > maxKeyPrefix {
+			return fmt.Errorf("%w: redisstore: key prefix %q (want at most %d bytes without '{' or '}')",
+				lease.ErrInvalidArgument, prefix, maxKeyPrefix)
+		}
+		c.prefix = prefix
+		return nil
+	}
+}
+
+// WithHandoff sets the hand-off window (default [DefaultHandoff]): when a
+// Release frees a mutex that has live waiters, only the longest waiter may
+// take it for d (at most its own ttl + transition); others are told to try
+// again when the window ends. A waiter that does not come in time leaves
+// the queue and the next one gets a window and a wake-up. d = 0 disables
+// the reservation: a Release then only wakes the longest waiter. Keep d
+// well below ttl + transition; it is at most one minute.
+func WithHandoff(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 || d > time.Minute {
+			return fmt.Errorf("%w: redisstore: hand-off window %v out of [0, 1m]", lease.ErrInvalidArgument, d)
+		}
+		c.handoff = d
+		return nil
+	}
+}
+
+// WithWaitReplicas makes every Acquire that grants or extends a grant wait
+// until n replicas have acknowledged it (Redis WAIT, at most timeout). When
+// fewer do, Acquire returns an error wrapping [ErrNotReplicated]: the
+// outcome is unknown to the caller, which retries (the retry extends the
+// same grant and waits again) or gives up and releases. This narrows, but
+// does not close, the window in which an asynchronous failover loses a
+// grant; see the package documentation. n is 1 to 100, timeout 1 ms to
+// one minute, and must stay below the client's ReadTimeout (WAIT is read
+// with it). It needs a *redis.Client (standalone or Sentinel) or a
+// *redis.ClusterClient.
+func WithWaitReplicas(n int, timeout time.Duration) Option {
+	return func(c *config) error {
+		if n < 1 || n > 100 || timeout < time.Millisecond || timeout > time.Minute {
+			return fmt.Errorf("%w: redisstore: wait for %d replicas for %v (want 1 to 100 replicas, 1ms to 1m)",
+				lease.ErrInvalidArgument, n, timeout)
+		}
+		c.waitN, c.waitTimeout = n, timeout
+		return nil
+	}
+}
+
+// WithLogger makes the Store log what it otherwise only recovers from: a
+// broken subscription connection, an unreadable notification. nil (the
+// default) discards these records.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.logger = l
+		return nil
+	}
+}

@@ -1,0 +1,120 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// read is the reader goroutine of one subscription connection: it confirms
+// subscriptions, dispatches messages and checks the connection's health,
+// until the connection breaks or the shard is closed.
+func (h *hub) read(sh *shard) {
+	defer h.wg.Done()
+	ctx := context.Background()
+	pinged := false
+	for {
+		msg, err := sh.ps.ReceiveTimeout(ctx, healthCheck)
+		if err != nil {
+			if isTimeout(err) && !pinged {
+				pinged = true
+				if err := sh.ps.Ping(ctx); err == nil {
+					continue
+				}
+			}
+			h.fail(sh, err) // a no-op when the shard was closed on purpose
+			return
+		}
+		pinged = false
+		h.handle(sh, msg)
+	}
+}
+
+// isTimeout reports whether err is a read deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// handle acts on one thing received on a subscription connection.
+func (h *hub) handle(sh *shard, msg any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			if cs := sh.chans[m.Channel]; cs != nil {
+				cs.confirm()
+			}
+		case "unsubscribe", "sunsubscribe":
+			if n := sh.unsub[m.Channel]; n > 0 {
+				if n == 1 {
+					delete(sh.unsub, m.Channel)
+				} else {
+					sh.unsub[m.Channel] = n - 1
+				}
+				return
+			}
+			// The server dropped the channel (its slot moved): end its
+			// watchers, who poll and watch again.
+			if cs := sh.chans[m.Channel]; cs != nil {
+				for w := range cs.watchers {
+					w.sh = nil
+					close(w.ch)
+				}
+				delete(sh.chans, m.Channel)
+			}
+		}
+	case *redis.Message:
+		cs := sh.chans[m.Channel]
+		if cs == nil {
+			return
+		}
+		ev, ok := parseMessage(m.Payload)
+		if !ok {
+			h.s.log.Warn("redisstore: unreadable notification ignored", "channel", m.Channel, "payload", m.Payload)
+			return
+		}
+		for w := range cs.watchers {
+			w.deliver(ev)
+		}
+	}
+}
+
+// message is a notification a script published (see watch.go).
+type message struct {
+	kind  byte // 'g' grant, 'r' release, 'w' wake after a lapsed hand-off
+	token uint64
+	owner string // of a grant
+	head  string // the waiter woken by a release or lapse, or ""
+}
+
+// parseMessage reads "g|<token>|<owner>", "r|<head>" or "w|<head>".
+func parseMessage(p string) (message, bool) {
+	if len(p) < 2 || p[1] != '|' {
+		return message{}, false
+	}
+	m, rest := message{kind: p[0]}, p[2:]
+	switch m.kind {
+	case 'g':
+		tok, owner, ok := strings.Cut(rest, "|")
+		n, err := strconv.ParseUint(tok, 10, 64)
+		if !ok || err != nil || n == 0 || owner == "" {
+			return message{}, false
+		}
+		m.token, m.owner = n, owner
+	case 'r', 'w':
+		m.head = rest
+		if m.kind == 'w' && rest == "" {
+			return message{}, false
+		}
+	default:
+		return message{}, false
+	}
+	return m, true
+}

@@ -1,0 +1,110 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// The Lua scripts, one per operation; those that need the queue, the
+// counter or the clock share lib.lua. Each runs atomically on the server
+// that owns the mutex's slot, by EVALSHA with an EVAL fallback.
+var (
+	//go:embed lib.lua
+	libLua string
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed get.lua
+	getLua string
+
+	acquireScript = redis.NewScript(libLua + acquireLua)
+	releaseScript = redis.NewScript(libLua + releaseLua)
+	renewScript   = redis.NewScript(renewLua)
+	getScript     = redis.NewScript(libLua + getLua)
+)
+
+// ms converts d to whole milliseconds, rounding up, so the server never
+// holds a grant for less than the caller asked.
+func ms(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// span is ttl + transition, saturating.
+func span(ttl, transition time.Duration) time.Duration {
+	if ttl > 1<<62 || transition > 1<<62 {
+		return 1 << 62
+	}
+	return ttl + transition
+}
+
+// run runs script on the Store's client.
+func (s *Store) run(ctx context.Context, script *redis.Script, k []string, args ...any) (any, error) {
+	return script.Run(ctx, s.c, k, args...).Result()
+}
+
+// parseRecord reads {owner, token, ttl ms, transition ms} from v.
+func parseRecord(v []any) (lease.Record, error) {
+	if len(v) != 4 {
+		return lease.Record{}, fmt.Errorf("%w: %d values for a record", ErrUnexpectedReply, len(v))
+	}
+	owner, ok := v[0].(string)
+	if !ok {
+		return lease.Record{}, fmt.Errorf("%w: owner %T", ErrUnexpectedReply, v[0])
+	}
+	tok, err := uintOf(v[1])
+	if err != nil {
+		return lease.Record{}, err
+	}
+	ttl, err := uintOf(v[2])
+	if err != nil {
+		return lease.Record{}, err
+	}
+	tr, err := uintOf(v[3])
+	if err != nil {
+		return lease.Record{}, err
+	}
+	if (owner == "") != (tok == 0) || ttl > tr || tr > 1<<43 {
+		return lease.Record{}, fmt.Errorf("%w: record %q %d %d %d", ErrUnexpectedReply, owner, tok, ttl, tr)
+	}
+	return lease.Record{
+		Owner:      owner,
+		Token:      tok,
+		TTL:        time.Duration(ttl) * time.Millisecond,
+		Transition: time.Duration(tr) * time.Millisecond,
+	}, nil
+}
+
+// uintOf reads a non-negative integer from a script reply: an integer, or
+// a decimal string (tokens, which Lua's doubles must not round).
+func uintOf(v any) (uint64, error) {
+	switch v := v.(type) {
+	case int64:
+		if v >= 0 {
+			return uint64(v), nil
+		}
+	case string:
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %T %v where a number belongs", ErrUnexpectedReply, v, v)
+}
+
+// parseList reads a script reply that must be an array.
+func parseList(v any) ([]any, error) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T where an array belongs", ErrUnexpectedReply, v)
+	}
+	return l, nil
+}
