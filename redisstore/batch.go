@@ -88,7 +88,7 @@ func (s *Store) renewCall(reqs []lease.RenewRequest, idx []int) renewCall {
 func (s *Store) runRenewCalls(ctx context.Context, calls []renewCall) error {
 	if len(calls) == 1 {
 		calls[0].cmd = renewScript.Run(ctx, s.c, calls[0].keys, calls[0].args...)
-		return calls[0].cmd.Err()
+		return scriptErr(calls[0].cmd.Err())
 	}
 	_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range calls {
@@ -102,7 +102,7 @@ func (s *Store) runRenewCalls(ctx context.Context, calls []renewCall) error {
 			c.cmd = renewScript.Run(ctx, s.c, c.keys, c.args...)
 		}
 		if err := c.cmd.Err(); err != nil {
-			return err
+			return scriptErr(err)
 		}
 	}
 	return nil
@@ -162,7 +162,7 @@ func (s *Store) runAndWait(ctx context.Context, k []string, args []any) (any, in
 			continue // nothing ran: the script was unknown
 		}
 		if err := ev.Err(); err != nil {
-			return nil, 0, err
+			return nil, 0, scriptErr(err)
 		}
 		acks, err := wait.Int64()
 		if err != nil {

@@ -23,9 +23,13 @@ end
 
 -- record returns {owner, token, ttl ms, transition ms} of the live grant,
 -- or nil when the mutex is free.
+-- A lock hash the Store did not write is an error, never a free mutex.
 local function record()
   local v = redis.call('HMGET', KEYS[1], 'o', 't', 'x')
-  if not v[1] or not v[2] then return nil end
+  if not v[1] and not v[2] and not v[3] then return nil end
+  if not v[1] or v[1] == '' or not v[2] or not string.match(v[2], '^[1-9]%d*$') then
+    error({err = 'SIMBA unexpected lock record under ' .. KEYS[1]})
+  end
   local left = redis.call('PTTL', KEYS[1])
   if left < 0 then left = 0 end
   local ttl = left - (tonumber(v[3]) or 0)

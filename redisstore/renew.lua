@@ -7,6 +7,9 @@ for i = 1, #KEYS do
   local ttl, tr = tonumber(ARGV[4 * i - 1]), tonumber(ARGV[4 * i])
   local v = redis.call('HMGET', KEYS[i], 'o', 't', 'x')
   local n = #out
+  if (v[1] or v[2] or v[3]) and not (v[1] and v[1] ~= '' and v[2] and string.match(v[2], '^[1-9]%d*$')) then
+    error({err = 'SIMBA unexpected lock record under ' .. KEYS[i]})
+  end
   if v[1] == c and v[2] == tok then
     redis.call('HSET', KEYS[i], 'x', string.format('%d', tr))
     redis.call('PEXPIRE', KEYS[i], string.format('%d', ttl + tr))

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,17 @@ func span(ttl, transition time.Duration) time.Duration {
 
 // run runs script on the Store's client.
 func (s *Store) run(ctx context.Context, script *redis.Script, k []string, args ...any) (any, error) {
-	return script.Run(ctx, s.c, k, args...).Result()
+	v, err := script.Run(ctx, s.c, k, args...).Result()
+	return v, scriptErr(err)
+}
+
+// scriptErr marks the error a script raises on a foreign value under the
+// Store's keys.
+func scriptErr(err error) error {
+	if err != nil && strings.Contains(err.Error(), "SIMBA ") {
+		return fmt.Errorf("%w: %v", ErrUnexpectedReply, err)
+	}
+	return err
 }
 
 // parseRecord reads {owner, token, ttl ms, transition ms} from v.

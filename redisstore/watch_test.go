@@ -1,0 +1,128 @@
+package redisstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/redisstore"
+)
+
+// watch subscribes for the rest of the test.
+func watch(t testing.TB, s *redisstore.Store, mutex, contender string) <-chan lease.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(bg)
+	t.Cleanup(cancel)
+	ch, err := s.Watch(ctx, mutex, contender)
+	if err != nil {
+		t.Fatalf("Watch(%q, %q): %v", mutex, contender, err)
+	}
+	return ch
+}
+
+// wantEvent waits (an order of magnitude: a pushed event takes
+// milliseconds) for ev on ch.
+func wantEvent(t testing.TB, what string, ch <-chan lease.Event, ev lease.Event) {
+	t.Helper()
+	select {
+	case got, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: channel closed, want %+v", what, ev)
+		}
+		if got != ev {
+			t.Fatalf("%s: event %+v, want %+v", what, got, ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: no event, want %+v", what, ev)
+	}
+}
+
+// wantNoEvent checks that nothing arrives on ch for a while.
+func wantNoEvent(t testing.TB, what string, ch <-chan lease.Event) {
+	t.Helper()
+	select {
+	case got, ok := <-ch:
+		t.Fatalf("%s: got %+v (open %v), want nothing", what, got, ok)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// TestWatchWakesOnlyTheHead: a release wakes the longest waiter only;
+// an observer hears every grant and release.
+func TestWatchWakesOnlyTheHead(t *testing.T) {
+	t.Parallel()
+	s := shared(t, redisstore.WithHandoff(0))
+	obs := watch(t, s, "h", "")
+	tok := mustHold(t, s, "h", "a").Token
+	wantEvent(t, "observer on a's grant", obs, lease.Event{Mutex: "h", Owner: "a", Token: tok})
+	mustLose(t, s, "h", "b")
+	mustLose(t, s, "h", "c")
+	b1, b2, c := watch(t, s, "h", "b"), watch(t, s, "h", "b"), watch(t, s, "h", "c")
+	other := watch(t, s, "other", "b")
+	if err := s.Release(bg, "h", "a", tok); err != nil {
+		t.Fatal(err)
+	}
+	wantEvent(t, "observer on the release", obs, lease.Event{Mutex: "h"})
+	wantEvent(t, "head", b1, lease.Event{Mutex: "h"})
+	wantEvent(t, "head's second watch", b2, lease.Event{Mutex: "h"})
+	wantNoEvent(t, "second waiter", c)
+	wantNoEvent(t, "another mutex", other)
+	tok = mustHold(t, s, "h", "b").Token
+	wantEvent(t, "observer on b's grant", obs, lease.Event{Mutex: "h", Owner: "b", Token: tok})
+	wantNoEvent(t, "c on b's grant", c)
+}
+
+// TestOneSubscriptionPerStore: many watches share one connection, which
+// closes with the last watch.
+func TestOneSubscriptionPerStore(t *testing.T) {
+	t.Parallel()
+	srv := testserver.PrivateRedis(t)
+	c := dial(t, srv.Addr())
+	s := newStore(t, c, srv.KeyPrefix())
+	ctx, cancel := context.WithCancel(bg)
+	var chans []<-chan lease.Event
+	for _, m := range []string{"m1", "m2", "m3", "m4", "m5"} {
+		for _, who := range []string{"", "a", "b"} {
+			ch, err := s.Watch(ctx, m, who)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chans = append(chans, ch)
+		}
+	}
+	if n := pubsubConns(t, c); n != 1 {
+		t.Fatalf("%d subscription connections for 15 watches, want 1", n)
+	}
+	cancel()
+	for _, ch := range chans {
+		if _, ok := <-ch; ok {
+			t.Fatal("event after the context ended")
+		}
+	}
+	waitFor(t, "the subscription to close", func() bool { return pubsubConns(t, c) == 0 })
+}
+
+// pubsubConns counts the server's subscription connections.
+func pubsubConns(t testing.TB, c *redis.Client) int {
+	t.Helper()
+	list, err := c.Do(bg, "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(list, "\n")
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
