@@ -68,7 +68,13 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 	if err != nil {
 		return lease.Record{}, s.errorf("acquire", mutex, err)
 	}
-	return r.record(), nil
+	rec := r.record()
+	if rec.Held(contender) {
+		s.hooks.granted(mutex, rec.Transition)
+	} else {
+		s.hooks.lost(mutex)
+	}
+	return rec, nil
 }
 
 // Renew extends the live grant of contender with token by ttl, then
@@ -97,9 +103,12 @@ func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64
 		return lease.Record{}, s.errorf("renew", mutex, err)
 	}
 	if !ok {
+		s.hooks.ended(mutex)
 		return r.record(), s.errorf("renew", mutex, lease.ErrNotHeld)
 	}
-	return r.record(), nil
+	rec := r.record()
+	s.hooks.granted(mutex, rec.Transition)
+	return rec, nil
 }
 
 // Release ends contender's grant with token at once: the mutex is free and
@@ -121,6 +130,7 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 	if err != nil {
 		return s.errorf("release", mutex, err)
 	}
+	s.hooks.ended(mutex) // after the row: the doorbell rings for a free mutex
 	if !ok {
 		return s.errorf("release", mutex, lease.ErrNotHeld)
 	}

@@ -11,8 +11,9 @@ import (
 // pgEngine runs the PostgreSQL statements of queries/postgres: every
 // operation is one statement that returns the row with the server's now.
 type pgEngine struct {
-	db dbtx
-	q  pgdb.Queries
+	db      dbtx
+	q       pgdb.Queries
+	channel string // of the NOTIFY sent by a release
 }
 
 func (e pgEngine) acquire(ctx context.Context, mutex, owner string, ttlMs, transitionMs int64) (row, error) {
@@ -40,7 +41,7 @@ func (e pgEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, 
 }
 
 func (e pgEngine) release(ctx context.Context, mutex, owner string, token int64) (bool, error) {
-	n, err := e.q.Release(ctx, e.db, pgdb.ReleaseParams{Mutex: mutex, OwnerID: owner, Token: token})
+	n, err := e.q.Release(ctx, e.db, pgdb.ReleaseParams{Channel: e.channel, Mutex: mutex, OwnerID: owner, Token: token})
 	return n > 0, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 
 	mydb "github.com/simba-go/simba/internal/db/mysql"
@@ -32,14 +33,19 @@ type Store struct {
 	eng     engine
 	dialect string // "postgres" or "mysql", for messages
 	retries int
+	hub     *hub       // nil when push is off
+	hooks   grantHooks // what the push path learns from our calls
 }
 
 // An Option configures a Store made by [NewPostgres] or [NewMySQL].
 type Option func(*config) error
 
 type config struct {
-	table   string
-	retries int
+	table     string
+	retries   int
+	push      bool
+	doorbells int
+	logger    *slog.Logger
 }
 
 // tableRE is an unquoted identifier, optionally prefixed by a schema (or,
@@ -80,6 +86,19 @@ func WithRetries(n int) Option {
 	}
 }
 
+// WithLogger makes the Store log, from its background goroutines only,
+// problems of its notification path (a LISTEN or doorbell connection that
+// failed). The default is silent.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: sqlstore: nil logger", lease.ErrInvalidArgument)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
 // NewPostgres returns a Store on the PostgreSQL database db, opened with any
 // database/sql driver (pgx v5's stdlib, lib/pq). The table must exist (see
 // package schema). db stays the caller's: the Store never closes or
@@ -90,7 +109,13 @@ func NewPostgres(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	dbtx := rewrite(db, c.table, pgdb.Acquire, pgdb.Renew, pgdb.Release, pgdb.Get)
-	return &Store{eng: pgEngine{db: dbtx}, dialect: "postgres", retries: c.retries}, nil
+	channel := channelName(c.table)
+	s := &Store{eng: pgEngine{db: dbtx, channel: channel}, dialect: "postgres", retries: c.retries, hooks: noHooks{}}
+	if c.push {
+		s.hub = &hub{pool: db}
+		s.hub.backend = &listener{db: db, channel: channel, hub: s.hub, log: c.logger}
+	}
+	return s, nil
 }
 
 // NewMySQL returns a Store on the MySQL or MariaDB database db, opened with
@@ -104,11 +129,18 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	dbtx := rewrite(db, c.table, mydb.Acquire, mydb.Renew, mydb.Release, mydb.Get)
-	return &Store{eng: myEngine{db: dbtx}, dialect: "mysql", retries: c.retries}, nil
+	s := &Store{eng: myEngine{db: dbtx}, dialect: "mysql", retries: c.retries, hooks: noHooks{}}
+	if c.push {
+		s.hub = &hub{pool: db}
+		bells := newDoorbells(db, c.table, c.doorbells, s.hub, c.logger)
+		s.hub.backend, s.hooks = bells, bells
+	}
+	return s, nil
 }
 
 func newConfig(db *sql.DB, opts []Option) (config, error) {
-	c := config{table: DefaultTable, retries: DefaultRetries}
+	c := config{table: DefaultTable, retries: DefaultRetries, push: true, doorbells: DefaultDoorbells,
+		logger: slog.New(slog.DiscardHandler)}
 	if db == nil {
 		return c, fmt.Errorf("%w: sqlstore: nil *sql.DB", lease.ErrInvalidArgument)
 	}

@@ -37,18 +37,27 @@ WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token 
   AND m.transition_at > n.ms
 RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, n.ms AS now_ms;
 
--- name: Release :execrows
+-- name: Release :one
 -- Ends the live grant of owner_id with token: the mutex is free from now
 -- on. The token column is kept, so the next grant's token is greater.
-WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
-UPDATE simba_mutex AS m SET
-    owner_id      = '',
-    ttl_at        = n.ms,
-    transition_at = n.ms,
-    version       = m.version + 1
-FROM n
-WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token = sqlc.arg(token)
-  AND m.transition_at > n.ms;
+-- When it ends a grant it also sends a notification on channel with the
+-- mutex name as payload, delivered at commit to the stores LISTENing on it
+-- (waiters try to acquire at once instead of at the transition end).
+-- Returns 1 when it ended the grant, else 0.
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
+u AS (
+    UPDATE simba_mutex AS m SET
+        owner_id      = '',
+        ttl_at        = n.ms,
+        transition_at = n.ms,
+        version       = m.version + 1
+    FROM n
+    WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token = sqlc.arg(token)
+      AND m.transition_at > n.ms
+    RETURNING m.mutex
+)
+SELECT count(*) AS released
+FROM u, LATERAL (SELECT pg_notify(sqlc.arg(channel)::text, u.mutex)) AS notified;
 
 -- name: Get :one
 -- Reads a mutex with the server's now; no row for an unknown mutex.

@@ -98,19 +98,25 @@ func (q *Queries) Get(ctx context.Context, db DBTX, mutex string) (GetRow, error
 	return i, err
 }
 
-const Release = `-- name: Release :execrows
-WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
-UPDATE simba_mutex AS m SET
-    owner_id      = '',
-    ttl_at        = n.ms,
-    transition_at = n.ms,
-    version       = m.version + 1
-FROM n
-WHERE m.mutex = $1 AND m.owner_id = $2 AND m.token = $3
-  AND m.transition_at > n.ms
+const Release = `-- name: Release :one
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
+u AS (
+    UPDATE simba_mutex AS m SET
+        owner_id      = '',
+        ttl_at        = n.ms,
+        transition_at = n.ms,
+        version       = m.version + 1
+    FROM n
+    WHERE m.mutex = $2 AND m.owner_id = $3 AND m.token = $4
+      AND m.transition_at > n.ms
+    RETURNING m.mutex
+)
+SELECT count(*) AS released
+FROM u, LATERAL (SELECT pg_notify($1::text, u.mutex)) AS notified
 `
 
 type ReleaseParams struct {
+	Channel string
 	Mutex   string
 	OwnerID string
 	Token   int64
@@ -118,12 +124,20 @@ type ReleaseParams struct {
 
 // Ends the live grant of owner_id with token: the mutex is free from now
 // on. The token column is kept, so the next grant's token is greater.
+// When it ends a grant it also sends a notification on channel with the
+// mutex name as payload, delivered at commit to the stores LISTENing on it
+// (waiters try to acquire at once instead of at the transition end).
+// Returns 1 when it ended the grant, else 0.
 func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (int64, error) {
-	result, err := db.ExecContext(ctx, Release, arg.Mutex, arg.OwnerID, arg.Token)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
+	row := db.QueryRowContext(ctx, Release,
+		arg.Channel,
+		arg.Mutex,
+		arg.OwnerID,
+		arg.Token,
+	)
+	var released int64
+	err := row.Scan(&released)
+	return released, err
 }
 
 const Renew = `-- name: Renew :one

@@ -1,0 +1,124 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// errNotPgx is returned by a listener session whose connection is not
+// pgx's: LISTEN needs pgx's WaitForNotification.
+var errNotPgx = errors.New("sqlstore: the PostgreSQL driver is not pgx's stdlib; waiters poll")
+
+// channelName is the notification channel of table: the table name itself
+// (as PostgreSQL folds it), or, when longer than an identifier may be, a
+// digest of it.
+func channelName(table string) string {
+	ch := strings.ToLower(table)
+	if len(ch) <= 63 {
+		return ch
+	}
+	sum := sha256.Sum256([]byte(ch))
+	return "simba_" + hex.EncodeToString(sum[:12])
+}
+
+// listener delivers the NOTIFYs of the release statement to a hub: while
+// the hub has subscribers it keeps one connection of the pool in LISTEN,
+// reconnecting with backoff when it breaks and telling every subscriber to
+// check again after each (re)connection. Its start and stop run under the
+// hub's mu.
+type listener struct {
+	db      *sql.DB
+	channel string
+	hub     *hub
+	log     *slog.Logger
+
+	cancel context.CancelFunc // of the running session loop; nil when stopped
+}
+
+func (l *listener) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	go l.run(ctx)
+}
+
+func (l *listener) stop() {
+	if l.cancel != nil {
+		l.cancel()
+		l.cancel = nil
+	}
+}
+
+// run keeps a LISTEN session until ctx ends.
+func (l *listener) run(ctx context.Context) {
+	for n := 0; ctx.Err() == nil; n++ {
+		err := l.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errNotPgx):
+			l.log.Warn("sqlstore: no LISTEN/NOTIFY: waiters poll", "error", err)
+			go l.hub.giveUp() // giveUp stops this loop under the hub's mu
+			return
+		case err != nil:
+			l.log.Warn("sqlstore: LISTEN connection failed; waiters poll until it is back", "error", err)
+		}
+		if !sleepCtx(ctx, backoff(n)) {
+			return
+		}
+	}
+}
+
+// session borrows a connection, LISTENs on it and delivers notifications
+// until ctx ends (then it UNLISTENs and returns the connection to the
+// pool) or the connection fails (then the pool discards it).
+func (l *listener) session(ctx context.Context) error {
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		pc, ok := dc.(interface{ Conn() *pgx.Conn })
+		if !ok {
+			return errNotPgx
+		}
+		c := pc.Conn()
+		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+			return badConn(ctx, c, err)
+		}
+		// Releases before this moment were not heard: everyone looks again.
+		l.hub.recheck()
+		for {
+			n, err := c.WaitForNotification(ctx)
+			if err != nil {
+				return badConn(ctx, c, err)
+			}
+			l.hub.notify(n.Payload)
+		}
+	})
+}
+
+// badConn decides the fate of a listening connection after err: when the
+// session was stopped (ctx ended) and UNLISTEN works, the connection goes
+// back to the pool clean; otherwise driver.ErrBadConn makes database/sql
+// discard it.
+func badConn(ctx context.Context, c *pgx.Conn, err error) error {
+	if ctx.Err() == nil || c.IsClosed() {
+		return errors.Join(err, driver.ErrBadConn)
+	}
+	uctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, uerr := c.Exec(uctx, "UNLISTEN *"); uerr != nil {
+		return errors.Join(err, driver.ErrBadConn)
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,225 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Compile-time check that Store can push.
+var _ lease.Watcher = (*Store)(nil)
+
+// ErrNoPush is wrapped by the error of [Store.Watch] when this Store cannot
+// push release notifications: push is off ([WithPush]), the *sql.DB's pool
+// is too small to lend it a connection, or (PostgreSQL) the driver is not
+// pgx. Waiters then poll, at the owner's transition end.
+var ErrNoPush = errors.New("sqlstore: release notifications unavailable")
+
+// minPushPool is the smallest connection limit (sql.DB.SetMaxOpenConns) with
+// which a Store borrows connections for push: it never takes more than half
+// of the pool, so the statements of the Managers always find one.
+const minPushPool = 4
+
+// WithPush turns release notifications on (the default) or off. On, a
+// waiter in another process is woken as soon as the owner releases: on
+// PostgreSQL through LISTEN/NOTIFY on one connection borrowed from the pool
+// while anyone waits (pgx's stdlib driver only), on MySQL through named
+// locks (GET_LOCK) used as doorbells, on connections borrowed from the pool
+// (see [WithDoorbells]). Off, or when the pool has fewer than 4
+// connections (sql.DB.SetMaxOpenConns), waiters poll at the owner's
+// transition end. Turn it off behind a pooler that does not keep sessions
+// (PgBouncer in transaction mode, ProxySQL), where LISTEN and named locks do
+// not work.
+func WithPush(on bool) Option {
+	return func(c *config) error {
+		c.push = on
+		return nil
+	}
+}
+
+// DefaultDoorbells is how many MySQL connections a Store lends at most to
+// waiting for doorbells, one per mutex that its Managers wait for.
+const DefaultDoorbells = 8
+
+// WithDoorbells bounds the connections a MySQL Store borrows from the pool
+// to wait on doorbells: one per mutex its waiters wait for (default
+// [DefaultDoorbells]). The Store also borrows one connection to hold the
+// doorbells of the grants it holds; with it, it never takes more than half
+// of the pool's limit (sql.DB.SetMaxOpenConns). A waiter beyond the bound
+// polls. PostgreSQL ignores it.
+func WithDoorbells(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("%w: sqlstore: doorbells %d out of [1, 1024]", lease.ErrInvalidArgument, n)
+		}
+		c.doorbells = n
+		return nil
+	}
+}
+
+// Watch subscribes to release notifications of mutex, as [lease.Watcher]
+// describes: the channel receives an event (a hint to try again) when a
+// holder releases mutex, and when the notification path (re)connects, since
+// a release may have gone unseen before. It is closed when ctx ends. Events
+// are never queued for a slow receiver: one pending event stands for all.
+// contender is not used (the SQL stores have no wait queue).
+func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
+	if err := lease.ValidateName(mutex); err != nil {
+		return nil, s.errorf("watch", mutex, err)
+	}
+	if ctx == nil {
+		return nil, s.errorf("watch", mutex, fmt.Errorf("%w: nil context", lease.ErrInvalidArgument))
+	}
+	if s.hub == nil || !s.hub.usable() {
+		return nil, s.errorf("watch", mutex, ErrNoPush)
+	}
+	return s.hub.watch(ctx, mutex), nil
+}
+
+// pushBackend is the notification path of one dialect. Its methods are
+// called with the hub's mu held and must not block.
+type pushBackend interface {
+	// start begins delivering notifications (the first subscriber came).
+	start()
+	// stop ends it (the last subscriber left).
+	stop()
+}
+
+// hub fans notifications out to the Watch channels of one Store.
+type hub struct {
+	pool    poolStats
+	backend pushBackend
+
+	mu    sync.Mutex
+	subs  map[string]map[chan lease.Event]struct{}
+	count int
+	dead  bool // the backend cannot work with this database
+}
+
+// poolStats is what the hub needs of *sql.DB.
+type poolStats interface{ Stats() sql.DBStats }
+
+// usable reports whether push can work: the backend has not given up and
+// the pool is large enough to lend connections.
+func (h *hub) usable() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.pool.Stats().MaxOpenConnections
+	return !h.dead && (n == 0 || n >= minPushPool)
+}
+
+// watch adds a subscriber of mutex until ctx ends.
+func (h *hub) watch(ctx context.Context, mutex string) <-chan lease.Event {
+	ch := make(chan lease.Event, 1)
+	h.mu.Lock()
+	if h.subs == nil {
+		h.subs = map[string]map[chan lease.Event]struct{}{}
+	}
+	set := h.subs[mutex]
+	if set == nil {
+		set = map[chan lease.Event]struct{}{}
+		h.subs[mutex] = set
+	}
+	set[ch] = struct{}{}
+	h.count++
+	if h.count == 1 {
+		h.backend.start()
+	}
+	h.mu.Unlock()
+	context.AfterFunc(ctx, func() { h.remove(mutex, ch) })
+	return ch
+}
+
+func (h *hub) remove(mutex string, ch chan lease.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := h.subs[mutex]
+	if _, ok := set[ch]; !ok {
+		return
+	}
+	delete(set, ch)
+	if len(set) == 0 {
+		delete(h.subs, mutex)
+	}
+	close(ch)
+	h.count--
+	if h.count == 0 {
+		h.backend.stop()
+	}
+}
+
+// notify wakes the subscribers of mutex.
+func (h *hub) notify(mutex string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs[mutex] {
+		send(ch, lease.Event{Mutex: mutex})
+	}
+}
+
+// recheck wakes every subscriber: notifications may have been missed.
+func (h *hub) recheck() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for mutex, set := range h.subs {
+		for ch := range set {
+			send(ch, lease.Event{Mutex: mutex})
+		}
+	}
+}
+
+// watched reports whether mutex has a subscriber.
+func (h *hub) watched(mutex string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[mutex]) > 0
+}
+
+// giveUp marks push as impossible for this database and closes every
+// subscription, so waiters poll and Watch fails from now on.
+func (h *hub) giveUp() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dead = true
+	for mutex, set := range h.subs {
+		for ch := range set {
+			close(ch)
+		}
+		delete(h.subs, mutex)
+	}
+	if h.count > 0 {
+		h.count = 0
+		h.backend.stop()
+	}
+}
+
+// send delivers ev unless ch already holds a pending event.
+func send(ch chan lease.Event, ev lease.Event) {
+	select {
+	case ch <- ev:
+	default:
+	}
+}
+
+// backoff is the pause before the n-th (from 0) attempt to reconnect a
+// notification path: 50 ms doubling to 2 s.
+func backoff(n int) time.Duration {
+	return min(50*time.Millisecond<<min(n, 6), 2*time.Second)
+}
+
+// sleepCtx waits d or until ctx ends; false when ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
