@@ -1,0 +1,95 @@
+package zkstore_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/zkstore"
+)
+
+// children returns the node names under the mutex's znode.
+func children(t *testing.T, s *zkstore.Store, srv *testserver.ZooKeeperServer, mutex string) []string {
+	t.Helper()
+	conn := connect(t, srv.Servers(), tckSession)
+	names, _, err := conn.Children(s.Dir(mutex))
+	if err != nil {
+		t.Fatalf("Children: %v", err)
+	}
+	return names
+}
+
+// TestLostCreateReply (I7, S9): a node created by a create whose reply was
+// lost is found and used by the retried Acquire; no second node is left.
+func TestLostCreateReply(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	ctx := t.Context()
+	const name = "i7/lost-create"
+	for _, c := range []string{"holder", "waiter"} {
+		if err := s.LoseCreateReply(ctx, name, c, time.Second, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := children(t, s, srv, name)
+	rec, err := s.Acquire(ctx, name, "holder", time.Second, time.Second)
+	if err != nil || !rec.Held("holder") {
+		t.Fatalf("Acquire after a lost create reply = %+v, %v; want held", rec, err)
+	}
+	if rec, err := s.Acquire(ctx, name, "waiter", time.Second, time.Second); err != nil || rec.Owner != "holder" {
+		t.Fatalf("waiter's Acquire after a lost create reply = %+v, %v; want owner holder", rec, err)
+	}
+	after := children(t, s, srv, name)
+	slices.Sort(before)
+	slices.Sort(after)
+	if len(before) != 2 || !slices.Equal(before, after) {
+		t.Errorf("nodes before the retries %v, after %v; want the same two", before, after)
+	}
+}
+
+// TestAcquireTwice (S9): a repeated Acquire by the holder keeps its node
+// and token; a repeated Acquire by a waiter keeps its place; Release with
+// token 0 withdraws the waiter and leaves the holder alone.
+func TestAcquireTwice(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	other := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	ctx := t.Context()
+	const name = "i7/twice"
+	first, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
+	if err != nil || again.Token != first.Token || !again.Held("a") {
+		t.Errorf("second Acquire = %+v, %v; want the same grant, token %d", again, err, first.Token)
+	}
+	for range 2 {
+		if rec, err := other.Acquire(ctx, name, "b", time.Second, time.Second); err != nil || rec.Owner != "a" || rec.Token != first.Token {
+			t.Errorf("waiter's Acquire = %+v, %v; want owner a, token %d", rec, err, first.Token)
+		}
+	}
+	if n := children(t, s, srv, name); len(n) != 2 {
+		t.Errorf("nodes %v, want one per contender", n)
+	}
+	if err := other.Release(ctx, name, "b", 0); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("Release(0) by the waiter: %v, want ErrNotHeld", err)
+	}
+	if err := other.Release(ctx, name, "a", 0); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("Release(0) naming the holder: %v, want ErrNotHeld", err)
+	}
+	if n := children(t, s, srv, name); len(n) != 1 {
+		t.Errorf("after the waiter withdrew: nodes %v, want the holder's only", n)
+	}
+	if err := s.Release(ctx, name, "a", first.Token); err != nil {
+		t.Errorf("Release by the holder: %v", err)
+	}
+	if n := children(t, s, srv, name); len(n) != 0 {
+		t.Errorf("after the release: nodes %v, want none", n)
+	}
+}
