@@ -82,28 +82,41 @@ func (s *Store) renewCall(reqs []lease.RenewRequest, idx []int) renewCall {
 	return c
 }
 
-// runRenewCalls sends every call in one pipeline of EVALSHA; calls the
-// server does not know the script for (NOSCRIPT, nothing was run) are
-// retried one by one with the EVAL fallback.
+// runRenewCalls sends every call in one pipeline of EVALSHA. When a server
+// does not know the script (NOSCRIPT: nothing ran), the script is loaded
+// (on every master of a cluster) and those calls go out once more.
 func (s *Store) runRenewCalls(ctx context.Context, calls []renewCall) error {
-	if len(calls) == 1 {
-		calls[0].cmd = renewScript.Run(ctx, s.c, calls[0].keys, calls[0].args...)
-		return scriptErr(calls[0].cmd.Err())
-	}
-	_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range calls {
-			calls[i].cmd = renewScript.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
-		}
-		return nil
-	})
+	todo := make([]*renewCall, len(calls))
 	for i := range calls {
-		c := &calls[i]
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+		todo[i] = &calls[i]
+	}
+	for attempt := 0; len(todo) > 0; attempt++ {
+		if len(todo) == 1 {
+			c := todo[0]
 			c.cmd = renewScript.Run(ctx, s.c, c.keys, c.args...)
+			return scriptErr(c.cmd.Err())
 		}
-		if err := c.cmd.Err(); err != nil {
-			return scriptErr(err)
+		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range todo {
+				c.cmd = renewScript.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+		var unknown []*renewCall
+		for _, c := range todo {
+			err := c.cmd.Err()
+			if redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+				unknown = append(unknown, c)
+			} else if err != nil {
+				return scriptErr(err)
+			}
 		}
+		if len(unknown) > 0 {
+			if err := renewScript.Load(ctx, s.c).Err(); err != nil {
+				return err
+			}
+		}
+		todo = unknown
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +90,40 @@ func mustLose(t testing.TB, s lease.Store, mutex, contender string) lease.Record
 		t.Fatalf("Acquire(%q, %q) won: %+v", mutex, contender, rec)
 	}
 	return rec
+}
+
+// splitHostPort splits addr for REPLICAOF.
+func splitHostPort(t testing.TB, addr string) (string, string) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, port
+}
+
+// containsLine reports whether text has line, ignoring CR.
+func containsLine(text, line string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.TrimRight(l, "\r") == line {
+			return true
+		}
+	}
+	return false
+}
+
+// lockKey finds the lock key under prefix whose token is tok.
+func lockKey(t testing.TB, c *redis.Client, prefix string, tok uint64) string {
+	t.Helper()
+	keys, err := c.Keys(bg, prefix+"*:lock").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if v, _ := c.HGet(bg, k, "t").Uint64(); v == tok {
+			return k
+		}
+	}
+	t.Fatalf("no lock key with token %d among %v", tok, keys)
+	return ""
 }

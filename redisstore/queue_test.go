@@ -44,12 +44,16 @@ func TestReleaseHandsOffInQueueOrder(t *testing.T) {
 func TestCrashedWaiterExpires(t *testing.T) {
 	t.Parallel()
 	s := shared(t, redisstore.WithHandoff(time.Minute))
-	mustHold(t, s, "x", "a")
+	rec, err := s.Acquire(bg, "x", "a", time.Minute, tr)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("Acquire = %+v, %v", rec, err)
+	}
 	mustLose(t, s, "x", "crashed")
-	time.Sleep(2*(ttl+tr) + 50*time.Millisecond) // a's grant ends too
-	tok := mustHold(t, s, "x", "a").Token
-	mustLose(t, s, "x", "c")
-	if err := s.Release(bg, "x", "a", tok); err != nil {
+	for end := time.Now().Add(2*(ttl+tr) + 100*time.Millisecond); time.Now().Before(end); {
+		mustLose(t, s, "x", "c") // a live waiter keeps asking, and the queue alive
+		time.Sleep(ttl / 2)
+	}
+	if err := s.Release(bg, "x", "a", rec.Token); err != nil {
 		t.Fatal(err)
 	}
 	mustLose(t, s, "x", "d")

@@ -1,0 +1,134 @@
+package redisstore_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/redisstore"
+)
+
+// TestRenewManyOneCallPerSlot renews leases on many mutexes: one script
+// call on a single server, one per slot (all in one pipeline) on Redis
+// Cluster, with per-request results as Renew would give.
+func TestRenewManyOneCallPerSlot(t *testing.T) {
+	t.Parallel()
+	t.Run("standalone", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.Redis(t)
+		c := dial(t, srv.Addr())
+		n := &counter{}
+		c.AddHook(n)
+		testRenewMany(t, newStore(t, c, srv.KeyPrefix()), n, func(string) int64 { return 0 })
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.RedisCluster(t)
+		c := dialCluster(t, srv.Addrs())
+		n := &counter{}
+		c.AddHook(n)
+		testRenewMany(t, newStore(t, c, srv.KeyPrefix()), n, func(m string) int64 {
+			slot, err := c.ClusterKeySlot(bg, lockKeyOf(srv.KeyPrefix(), m)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slot
+		})
+	})
+}
+
+// testRenewMany wants one script call per slot (slotOf names a mutex's
+// slot, as the server computes it) in one round trip.
+func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(mutex string) int64) {
+	var reqs []lease.RenewRequest
+	for i := range 20 {
+		m := fmt.Sprintf("batch/%d", i)
+		tok := mustHold(t, st, m, "a").Token
+		reqs = append(reqs, lease.RenewRequest{Mutex: m, Contender: "a", Token: tok, TTL: 2 * ttl, Transition: tr})
+	}
+	tokB := mustHold(t, st, "batch/b", "b").Token
+	reqs = append(reqs,
+		lease.RenewRequest{Mutex: "batch/b", Contender: "a", Token: tokB, TTL: ttl, Transition: tr}, // b's
+		lease.RenewRequest{Mutex: "batch/none", Contender: "a", Token: 1, TTL: ttl, Transition: tr}, // never granted
+		lease.RenewRequest{Mutex: "", Contender: "a", Token: 1, TTL: ttl, Transition: tr},           // invalid
+	)
+	slots := map[int64]bool{}
+	for _, r := range reqs[:22] {
+		slots[slotOf(r.Mutex)] = true
+	}
+	if _, err := st.RenewMany(bg, reqs); err != nil { // loads the script where needed
+		t.Fatal(err)
+	}
+	n.reset()
+	res, err := st.RenewMany(bg, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:20] {
+		want := lease.Record{Owner: "a", Token: reqs[i].Token, TTL: 2 * ttl, Transition: 2*ttl + tr}
+		if r.Err != nil || r.Record != want {
+			t.Errorf("result %d = %+v, want %+v", i, r, want)
+		}
+	}
+	if r := res[20]; !errors.Is(r.Err, lease.ErrNotHeld) || r.Record.Owner != "b" || r.Record.Token != tokB {
+		t.Errorf("b's grant: %+v, want ErrNotHeld with b's record", r)
+	}
+	if r := res[21]; !errors.Is(r.Err, lease.ErrNotHeld) || r.Record != (lease.Record{}) {
+		t.Errorf("never granted: %+v, want ErrNotHeld and a free record", r)
+	}
+	if !errors.Is(res[22].Err, lease.ErrInvalidName) {
+		t.Errorf("invalid name: %+v", res[22])
+	}
+	if calls, trips := n.get(); calls != len(slots) || trips != 1 {
+		t.Errorf("%d script calls in %d client round trips for %d slots, want one per slot in 1", calls, trips, len(slots))
+	}
+}
+
+// lockKeyOf is the lock key of mutex under prefix, as keys.go lays it out.
+func lockKeyOf(prefix, mutex string) string {
+	return prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(mutex)) + "}:lock"
+}
+
+// counter counts scripts and client-level round trips.
+type counter struct {
+	mu           sync.Mutex
+	calls, trips int
+}
+
+func (n *counter) reset() { n.mu.Lock(); n.calls, n.trips = 0, 0; n.mu.Unlock() }
+
+func (n *counter) get() (int, int) { n.mu.Lock(); defer n.mu.Unlock(); return n.calls, n.trips }
+
+func (n *counter) add(cmds []redis.Cmder) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.trips++
+	for _, c := range cmds {
+		if name := c.Name(); name == "evalsha" || name == "eval" {
+			n.calls++
+		}
+	}
+}
+
+func (n *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (n *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		n.add([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (n *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n.add(cmds)
+		return next(ctx, cmds)
+	}
+}

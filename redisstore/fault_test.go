@@ -1,0 +1,188 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/redisstore"
+)
+
+// Manager timings of the fault tests.
+const (
+	mTTL = time.Second
+	mTr  = 500 * time.Millisecond
+	// takeover is the I5 bound: ttl + transition + the largest jitter
+	// (1 s) + one more poll (ttl), with the store's latency.
+	takeover = 2*mTTL + mTr + time.Second
+)
+
+// manager returns a Manager on s, closed when the test ends.
+func manager(t testing.TB, s lease.Store) *lease.Manager {
+	t.Helper()
+	m, err := lease.NewManager(s, lease.WithTTL(mTTL), lease.WithTransition(mTr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		_ = m.Close(ctx)
+	})
+	return m
+}
+
+// TestWatchClosesWhenSubscriptionBreaks: a killed subscription connection
+// closes every Watch channel it carried, and a new Watch subscribes again.
+func TestWatchClosesWhenSubscriptionBreaks(t *testing.T) {
+	t.Parallel()
+	srv := testserver.PrivateRedis(t)
+	c := dial(t, srv.Addr())
+	s := newStore(t, c, srv.KeyPrefix())
+	a, b := watch(t, s, "k", ""), watch(t, s, "k2", "w")
+	if err := c.Do(bg, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan lease.Event{a, b} {
+		select {
+		case ev, ok := <-ch:
+			if ok {
+				t.Fatalf("event %+v, want the channel closed", ev)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("channel still open after its subscription was killed")
+		}
+	}
+	obs := watch(t, s, "k", "")
+	tok := mustHold(t, s, "k", "a").Token
+	wantEvent(t, "after a new Watch", obs, lease.Event{Mutex: "k", Owner: "a", Token: tok})
+}
+
+// TestSubscriberKilledWaiterStillAcquires: with the waiter's subscription
+// killed mid-wait, a release still reaches it within the I5 bound, and
+// once it polled (and watched again) a release wakes it at once.
+func TestSubscriberKilledWaiterStillAcquires(t *testing.T) {
+	t.Parallel()
+	srv := testserver.PrivateRedis(t)
+	c := dial(t, srv.Addr())
+	holder := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
+	waiter := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
+	l, err := holder.Acquire(bg, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lease.Lease, 1)
+	go func() {
+		wl, err := waiter.Acquire(bg, "job")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- wl
+	}()
+	waitFor(t, "the waiter's subscription", func() bool { return pubsubConns(t, c) == 1 })
+	if err := c.Do(bg, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := l.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	var wl *lease.Lease
+	select {
+	case wl = <-got:
+	case <-time.After(takeover):
+		t.Fatalf("waiter not granted within the I5 bound %v", takeover)
+	}
+	t.Logf("granted %v after the release, without the wake-up", time.Since(start))
+
+	// The roles swap: the waiter holds, the holder waits; after the old
+	// subscription broke, the new one wakes the next waiter promptly.
+	go func() {
+		hl, err := holder.Acquire(bg, "job")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- hl
+	}()
+	waitFor(t, "a subscription again", func() bool { return pubsubConns(t, c) == 1 })
+	time.Sleep(50 * time.Millisecond)
+	start = time.Now()
+	if err := wl.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(mTTL / 2):
+		t.Fatalf("a release did not wake the waiter within ttl/2")
+	}
+	t.Logf("woken and granted %v after the release", time.Since(start))
+}
+
+// TestPartitionedHolderToldFirst: a holder cut off by a black-holing proxy
+// sees Done() before another contender is granted the mutex.
+func TestPartitionedHolderToldFirst(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Redis(t)
+	p := newProxy(t, srv.Addr())
+	holder := manager(t, newStore(t, dial(t, p.Addr()), srv.KeyPrefix()))
+	other := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
+	l, err := holder.Acquire(bg, "cut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	defer p.Heal()
+	ctx, cancel := context.WithTimeout(bg, 2*takeover)
+	defer cancel()
+	ol, err := other.Acquire(ctx, "cut")
+	if err != nil {
+		t.Fatalf("other not granted after the partition: %v", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatalf("other granted token %d while the cut-off holder's lease (token %d) was not done", ol.Token(), l.Token())
+	}
+	if ol.Token() <= l.Token() || !errors.Is(l.Err(), lease.ErrLost) {
+		t.Fatalf("tokens %d then %d, holder's error %v; want a larger token and ErrLost", l.Token(), ol.Token(), l.Err())
+	}
+}
+
+// TestWaitReplicas: with WithWaitReplicas, a grant is reported only once a
+// replica acknowledged it; without a replica the outcome is unknown.
+func TestWaitReplicas(t *testing.T) {
+	t.Parallel()
+	primary := testserver.PrivateRedis(t)
+	c := dial(t, primary.Addr())
+	s := newStore(t, c, primary.KeyPrefix(), redisstore.WithWaitReplicas(1, 100*time.Millisecond))
+	_, err := s.Acquire(bg, "r", "a", ttl, tr)
+	if !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("Acquire without a replica: %v, want ErrNotReplicated", err)
+	}
+	if rec, err := s.Get(bg, "r"); err != nil || rec.Owner != "a" {
+		t.Fatalf("the unconfirmed grant: %+v, %v; want it applied on the primary", rec, err)
+	}
+	mustLose(t, s, "r", "b") // a loser is not waited for
+
+	replica := testserver.PrivateRedis(t)
+	if err := c.ConfigSet(bg, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	host, port := splitHostPort(t, primary.Addr())
+	if err := dial(t, replica.Addr()).ReplicaOf(bg, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replica to sync", func() bool {
+		info, err := dial(t, replica.Addr()).Info(bg, "replication").Result()
+		return err == nil && containsLine(info, "master_link_status:up")
+	})
+	s = newStore(t, c, primary.KeyPrefix(), redisstore.WithWaitReplicas(1, time.Second))
+	rec := mustHold(t, s, "r2", "a")
+	if got, err := dial(t, replica.Addr()).HGet(bg, lockKey(t, c, primary.KeyPrefix(), rec.Token), "o").Result(); err != nil || got != "a" {
+		t.Fatalf("replica's copy of the grant: %q, %v", got, err)
+	}
+}
