@@ -1,0 +1,121 @@
+package zkstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/lease"
+)
+
+// BenchmarkStore counts the requests (round trips) of each Store call:
+// an Acquire of a free mutex whose znode exists or not yet, a waiter's
+// repeated Acquire, a Renew and a Release by the holder.
+//
+//	go test -bench Store -run '^$' ./zkstore/
+func BenchmarkStore(b *testing.B) {
+	srv := testserver.ZooKeeper(b)
+	s := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
+	other := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
+	ctx := b.Context()
+	const ttl, transition = 10 * time.Second, 6 * time.Second
+	var acquires, renews, releases, cold, waits int64
+	b.ResetTimer()
+	for i := range b.N {
+		name := fmt.Sprintf("bench/%d", i%2)
+		t0 := s.Trips()
+		rec, err := s.Acquire(ctx, name, "a", ttl, transition)
+		if err != nil || !rec.Held("a") {
+			b.Fatalf("Acquire = %+v, %v", rec, err)
+		}
+		t1 := s.Trips()
+		if _, err := s.Renew(ctx, name, "a", rec.Token, ttl, transition); err != nil {
+			b.Fatal(err)
+		}
+		t2 := s.Trips()
+		if _, err := other.Acquire(ctx, name, "b", ttl, transition); err != nil { // queues
+			b.Fatal(err)
+		}
+		w1 := other.Trips()
+		if _, err := other.Acquire(ctx, name, "b", ttl, transition); err != nil { // polls
+			b.Fatal(err)
+		}
+		w2 := other.Trips()
+		if err := other.Release(ctx, name, "b", 0); err == nil {
+			b.Fatal("the waiter's Release(0) reported a grant")
+		}
+		t3 := s.Trips()
+		if err := s.Release(ctx, name, "a", rec.Token); err != nil {
+			b.Fatal(err)
+		}
+		t4 := s.Trips()
+		if i < 2 {
+			cold += t1 - t0
+		} else {
+			acquires += t1 - t0
+		}
+		renews, releases, waits = renews+t2-t1, releases+t4-t3, waits+(w2-w1)
+	}
+	n := float64(b.N)
+	if b.N > 2 {
+		b.ReportMetric(float64(acquires)/float64(b.N-2), "trips/acquire")
+	}
+	b.ReportMetric(float64(cold)/float64(min(b.N, 2)), "trips/first-acquire")
+	b.ReportMetric(float64(waits)/n, "trips/waiter-poll")
+	b.ReportMetric(float64(renews)/n, "trips/renew")
+	b.ReportMetric(float64(releases)/n, "trips/release")
+}
+
+// BenchmarkHandoff measures the time from a holder's Release to the
+// grant of a waiter in another Manager, on another session: the release
+// deletes the holder's node, the waiter's watch on it fires, and the
+// waiter's Acquire claims its own node.
+//
+//	go test -bench Handoff -run '^$' ./zkstore/
+func BenchmarkHandoff(b *testing.B) {
+	srv := testserver.ZooKeeper(b)
+	ms := [2]*lease.Manager{}
+	for i := range ms {
+		s := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
+		m, err := lease.NewManager(s, s.LeaseOptions()...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = m.Close(context.Background()) })
+		ms[i] = m
+	}
+	ctx := b.Context()
+	const name = "bench/handoff"
+	l, err := ms[0].Acquire(ctx, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var took []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		next := ms[(i+1)%2]
+		got := make(chan *lease.Lease, 1)
+		go func() {
+			nl, err := next.Acquire(ctx, name)
+			if err != nil {
+				b.Error(err)
+			}
+			got <- nl
+		}()
+		time.Sleep(20 * time.Millisecond) // let the waiter queue and watch
+		start := time.Now()
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		l = <-got
+		took = append(took, time.Since(start))
+	}
+	b.StopTimer()
+	_ = l.Release(ctx)
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50/handoff")
+	b.ReportMetric(float64(took[len(took)*9/10].Microseconds())/1000, "ms-p90/handoff")
+}

@@ -1,0 +1,47 @@
+package zkstore_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/zkstore"
+)
+
+// A Manager on the application's own ZooKeeper session. (Compiled, not
+// run by go test: it needs a ZooKeeper on 127.0.0.1:2181.)
+func Example() {
+	ctx := context.Background()
+	const session = 10 * time.Second
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, session)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close() // the application's: the Store never closes it
+
+	store, err := zkstore.New(conn, session, zkstore.WithRoot("/myapp/locks"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m, err := lease.NewManager(store, store.LeaseOptions()...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close(ctx)
+
+	l, err := m.Acquire(ctx, "orders/42")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Release(ctx)
+	// l.Context() ends the moment the lease is lost; l.Token() is the
+	// owner node's czxid, for the resource to reject stale writers.
+	fmt.Println("held with token", l.Token())
+}

@@ -1,0 +1,179 @@
+package zkstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/zkstore"
+)
+
+// offline returns a conn that never reaches a server (New does no I/O).
+func offline(t *testing.T) *zk.Conn {
+	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// TestNewBadInput (S12): unusable arguments to New are typed errors.
+func TestNewBadInput(t *testing.T) {
+	conn := offline(t)
+	cases := []struct {
+		name    string
+		conn    *zk.Conn
+		session time.Duration
+		opts    []zkstore.Option
+	}{
+		{"nil conn", nil, time.Second, nil},
+		{"zero session timeout", conn, 0, nil},
+		{"negative session timeout", conn, -time.Second, nil},
+		{"nil option", conn, time.Second, []zkstore.Option{nil}},
+		{"empty ACL", conn, time.Second, []zkstore.Option{zkstore.WithACL()}},
+		{"ACL without permissions", conn, time.Second, []zkstore.Option{zkstore.WithACL(zk.ACL{Scheme: "world", ID: "anyone"})}},
+		{"ACL with unknown permissions", conn, time.Second, []zkstore.Option{zkstore.WithACL(zk.ACL{Perms: 64, Scheme: "world", ID: "anyone"})}},
+		{"ACL without scheme", conn, time.Second, []zkstore.Option{zkstore.WithACL(zk.ACL{Perms: zk.PermAll})}},
+	}
+	for _, root := range []string{"", "simba", "/", "/simba/", "//simba", "/a//b", "/a/./b", "/a/../b", "/zookeeper",
+		"/zookeeper/quota", "/a\x00b", "/a\x01b", "/\xff", "/" + strings.Repeat("x", 1100)} {
+		cases = append(cases, struct {
+			name    string
+			conn    *zk.Conn
+			session time.Duration
+			opts    []zkstore.Option
+		}{"root " + root, conn, time.Second, []zkstore.Option{zkstore.WithRoot(root)}})
+	}
+	for _, c := range cases {
+		s, err := zkstore.New(c.conn, c.session, c.opts...)
+		if s != nil || !errors.Is(err, lease.ErrInvalidArgument) || !strings.Contains(err.Error(), "zkstore: ") {
+			t.Errorf("%s: New = %v, %v; want nil and a zkstore error wrapping ErrInvalidArgument", c.name, s, err)
+		}
+	}
+	for _, root := range []string{"/simba", "/a/b-c/d.e", "/zookeeper2", "/ünïcode"} {
+		s, err := zkstore.New(conn, time.Second, zkstore.WithRoot(root), zkstore.WithACL(zk.WorldACL(zk.PermAll)...))
+		if err != nil || s.Root() != root {
+			t.Errorf("New with root %q = %v, %v", root, s, err)
+		}
+	}
+}
+
+// TestCallBadInput (S12): invalid names, ids and timings are refused with
+// typed errors before any request.
+func TestCallBadInput(t *testing.T) {
+	s, err := zkstore.New(offline(t), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, name := range []string{"", strings.Repeat("x", 256), "a\x00b", "\xff"} {
+		if _, err := s.Acquire(ctx, name, "c", time.Second, 0); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("Acquire(%q): %v, want ErrInvalidName", name, err)
+		}
+		if _, err := s.Get(ctx, name); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("Get(%q): %v, want ErrInvalidName", name, err)
+		}
+		if _, err := s.Watch(ctx, name, ""); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("Watch(%q): %v, want ErrInvalidName", name, err)
+		}
+	}
+	for _, c := range []struct {
+		contender       string
+		ttl, transition time.Duration
+	}{{"", time.Second, 0}, {strings.Repeat("c", 129), time.Second, 0}, {"c", 0, 0}, {"c", time.Second, -1}} {
+		if _, err := s.Acquire(ctx, "m", c.contender, c.ttl, c.transition); !errors.Is(err, lease.ErrInvalidArgument) {
+			t.Errorf("Acquire(%q, %v, %v): %v, want ErrInvalidArgument", c.contender, c.ttl, c.transition, err)
+		}
+		if _, err := s.Renew(ctx, "m", c.contender, 1, c.ttl, c.transition); !errors.Is(err, lease.ErrInvalidArgument) {
+			t.Errorf("Renew(%q, %v, %v): %v, want ErrInvalidArgument", c.contender, c.ttl, c.transition, err)
+		}
+	}
+	if err := s.Release(ctx, "m", "", 1); !errors.Is(err, lease.ErrInvalidArgument) {
+		t.Errorf("Release with an empty contender: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// oddNames are names and ids a store must keep apart.
+var oddNames = []string{"a", "A", "a/b", "a%2Fb", "a%2fb", "a-b", "a-0000000001", "a_b", "a.b", ".", "..", "...",
+	"zookeeper", "/", "//", "a/", "/a", "{x}", "a b", " ", "%", "%%", "%25", "ü", "u\u0308", "日本", "🦀", "a\nb",
+	"a\x01b", "\x7f", "-", "--", "~", "0000000001", strings.Repeat("é", 127)}
+
+// TestEscape: distinct names get distinct znode names that ZooKeeper
+// accepts as one path element, and a node name gives its contender back.
+// ("zookeeper" stays as it is: only /zookeeper is reserved, and the root
+// is never /.)
+func TestEscape(t *testing.T) {
+	seen := map[string]string{}
+	for _, n := range oddNames {
+		e := zkstore.Escape(n)
+		if prev, ok := seen[e]; ok {
+			t.Errorf("%q and %q both escape to %q", prev, n, e)
+		}
+		seen[e] = n
+		if e == "" || e == "." || e == ".." || strings.ContainsAny(e, "/-.") {
+			t.Errorf("escape(%q) = %q: not one safe znode name", n, e)
+		}
+		for _, r := range e {
+			if r < 0x21 || r > 0x7e {
+				t.Errorf("escape(%q) = %q holds %U", n, e, r)
+			}
+		}
+		if id, ok := zkstore.ParseChild(e + "-0000000042"); !ok || id != n {
+			t.Errorf("ParseChild(escape(%q)) = %q, %v", n, id, ok)
+		}
+	}
+	for _, bad := range []string{"", "a", "-0000000001", "a-", "a-x", "%zz-0000000001", "%4-0000000001"} {
+		if id, ok := zkstore.ParseChild(bad); ok {
+			t.Errorf("ParseChild(%q) = %q, want not ours", bad, id)
+		}
+	}
+}
+
+// TestCorruptNode (S12): a node in a mutex's queue whose data this package
+// did not write neither panics nor blocks the mutex for ever: Get reports
+// ErrCorrupt, Acquire waits behind it for one ttl + transition and then
+// removes it; a node whose name is not ours is ignored.
+func TestCorruptNode(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	conn := connect(t, srv.Servers(), tckSession)
+	s := newStore(t, conn, tckSession, srv.Root())
+	ctx := t.Context()
+	const name = "s12/corrupt"
+	const ttl, transition = 300 * time.Millisecond, 200 * time.Millisecond
+	first, err := s.Acquire(ctx, name, "first", ttl, transition) // makes the dir
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, name, "first", first.Token); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"junk-", "notours"} {
+		if _, err := conn.Create(s.Dir(name)+"/"+n, []byte("garbage"), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Get(ctx, name); !errors.Is(err, zkstore.ErrCorrupt) {
+		t.Errorf("Get with a corrupt lowest node: %v, want ErrCorrupt", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := s.Acquire(ctx, name, "c", ttl, transition)
+		if err != nil {
+			t.Fatalf("Acquire behind a corrupt node: %v", err)
+		}
+		if rec.Held("c") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the corrupt node still blocks the mutex: %+v", rec)
+		}
+		time.Sleep(rec.Transition + 10*time.Millisecond)
+	}
+}
