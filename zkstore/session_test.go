@@ -212,6 +212,9 @@ func TestServerRestart(t *testing.T) {
 		}
 	}
 	t.Logf("the holder renewed on the restarted server %v after the restart began", time.Since(begin))
+	if rec, err := ws.Get(ctx, name); err != nil || rec.Owner != hm.ID() || rec.Token != l1.Token() {
+		t.Fatalf("after the restart the server has %+v, %v; want the holder %s with token %d", rec, err, hm.ID(), l1.Token())
+	}
 	released := time.Now()
 	if err := l1.Release(ctx); err != nil {
 		t.Fatalf("Release after the restart: %v", err)
