@@ -45,7 +45,10 @@ type doorbells struct {
 	hub   *hub
 	log   *slog.Logger
 
+	wg sync.WaitGroup // the holder and waiter loops
+
 	mu      sync.Mutex
+	closed  bool                          // Close was called
 	on      bool                          // the hub has subscribers
 	held    map[string]time.Time          // grants this Store holds → when they lapse at the latest
 	holding bool                          // the holder loop runs
@@ -85,6 +88,9 @@ func (b *doorbells) stop() {
 func (b *doorbells) granted(mutex string, remaining time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
 	b.held[mutex] = time.Now().Add(remaining)
 	if cancel, ok := b.waiting[mutex]; ok { // no need to wait for ourselves
 		cancel()
@@ -108,11 +114,12 @@ func (b *doorbells) lost(mutex string) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.on || b.waiting[mutex] != nil || len(b.waiting) >= b.waiterLimit() {
+	if b.closed || !b.on || b.waiting[mutex] != nil || len(b.waiting) >= b.waiterLimit() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.waiting[mutex] = cancel
+	b.wg.Add(1)
 	go b.wait(ctx, mutex)
 }
 
@@ -125,10 +132,28 @@ func (b *doorbells) waiterLimit() int {
 	return b.max
 }
 
+// close drops every doorbell this Store holds, stops the waiter loops and
+// waits until every loop has ended.
+func (b *doorbells) close() {
+	b.mu.Lock()
+	b.closed = true
+	clear(b.held)
+	if b.holding {
+		b.wakeHolder()
+	}
+	for m, cancel := range b.waiting {
+		cancel()
+		delete(b.waiting, m)
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
 // wakeHolder starts the holder loop or wakes it. Called with mu held.
 func (b *doorbells) wakeHolder() {
 	if !b.holding {
 		b.holding = true
+		b.wg.Add(1)
 		go b.hold()
 		return
 	}
@@ -141,8 +166,9 @@ func (b *doorbells) wakeHolder() {
 // wait is a waiter loop: it rings the hub once the doorbell of mutex frees
 // (a release), or when it finds the doorbell free and may ring (the
 // holder's session has not taken it yet, or the release came before this
-// loop), then returns.
+// loop), then returns. A failed connection is replaced, with backoff.
 func (b *doorbells) wait(ctx context.Context, mutex string) {
+	defer b.wg.Done()
 	defer func() {
 		b.mu.Lock()
 		if cancel := b.waiting[mutex]; cancel != nil && ctx.Err() == nil { // still ours
@@ -151,9 +177,20 @@ func (b *doorbells) wait(ctx context.Context, mutex string) {
 		}
 		b.mu.Unlock()
 	}()
+	for n := 0; ; n++ {
+		if b.ring(ctx, mutex) || !sleepCtx(ctx, backoff(n)) {
+			return
+		}
+		b.log.Warn("sqlstore: doorbell connection failed; reconnecting", "mutex", mutex)
+	}
+}
+
+// ring waits on one connection until the doorbell of mutex rings (true)
+// or the connection fails (false, unless ctx ended).
+func (b *doorbells) ring(ctx context.Context, mutex string) bool {
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
-		return
+		return ctx.Err() != nil
 	}
 	defer conn.Close()
 	args := mydb.TakeDoorbellParams{Scope: b.scope, Mutex: []byte(mutex)}
@@ -162,30 +199,31 @@ func (b *doorbells) wait(ctx context.Context, mutex string) {
 		taken, err := b.q.TakeDoorbell(ctx, conn, args)
 		if err != nil || (taken == 1 && !b.drop(ctx, conn, mutex)) {
 			discard(conn)
-			return
+			return ctx.Err() != nil
 		}
 		if taken == 1 { // free: a release came first, or no one rings
 			if wait := b.freeRing(mutex); wait > 0 {
 				if !sleepCtx(ctx, wait) {
-					return
+					return true
 				}
 				continue
 			}
 			b.hub.notify(mutex)
-			return
+			return true
 		}
 		args.TimeoutMs = int64(time.Hour / time.Millisecond) // MariaDB refuses -1
 		taken, err = b.q.TakeDoorbell(ctx, conn, args)
 		if err != nil || (taken == 1 && !b.drop(ctx, conn, mutex)) {
 			discard(conn)
-			return
+			return ctx.Err() != nil
 		}
 		if taken == 1 { // the holder let go
 			b.rang(mutex)
 			b.hub.notify(mutex)
-			return
+			return true
 		}
 	}
+	return true
 }
 
 // drop releases the doorbell of mutex held by conn's session.

@@ -22,6 +22,7 @@ const (
 // or lapses, and exits (handing the connection back without any doorbell)
 // once there is none.
 func (b *doorbells) hold() {
+	defer b.wg.Done()
 	var conn *sql.Conn
 	have := map[string]bool{} // doorbells conn's session holds
 	retry := holdRetryMin

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,13 +43,18 @@ type listener struct {
 	log     *slog.Logger
 
 	cancel context.CancelFunc // of the running session loop; nil when stopped
+	wg     sync.WaitGroup     // session loops, running or ending
 }
 
 func (l *listener) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
+	l.wg.Add(1)
 	go l.run(ctx)
 }
+
+// close waits for every session loop to end (after stop).
+func (l *listener) close() { l.wg.Wait() }
 
 func (l *listener) stop() {
 	if l.cancel != nil {
@@ -59,6 +65,7 @@ func (l *listener) stop() {
 
 // run keeps a LISTEN session until ctx ends.
 func (l *listener) run(ctx context.Context) {
+	defer l.wg.Done()
 	for n := 0; ctx.Err() == nil; n++ {
 		err := l.session(ctx)
 		switch {
@@ -66,7 +73,7 @@ func (l *listener) run(ctx context.Context) {
 			return
 		case errors.Is(err, errNotPgx):
 			l.log.Warn("sqlstore: no LISTEN/NOTIFY: waiters poll", "error", err)
-			go l.hub.giveUp() // giveUp stops this loop under the hub's mu
+			l.hub.giveUp(nil)
 			return
 		case err != nil:
 			l.log.Warn("sqlstore: LISTEN connection failed; waiters poll until it is back", "error", err)

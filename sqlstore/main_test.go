@@ -78,6 +78,7 @@ func (d dialect) newStore(t testing.TB, dsn string, opts ...sqlstore.Option) *sq
 	if err != nil {
 		t.Fatalf("New %s store: %v", d.name, err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

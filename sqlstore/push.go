@@ -75,10 +75,29 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 	if ctx == nil {
 		return nil, s.errorf("watch", mutex, fmt.Errorf("%w: nil context", lease.ErrInvalidArgument))
 	}
-	if s.hub == nil || !s.hub.usable() {
-		return nil, s.errorf("watch", mutex, ErrNoPush)
+	if s.hub == nil {
+		return nil, s.errorf("watch", mutex, fmt.Errorf("%w: WithPush(false)", ErrNoPush))
+	}
+	if err := s.hub.usable(); err != nil {
+		return nil, s.errorf("watch", mutex, err)
 	}
 	return s.hub.watch(ctx, mutex), nil
+}
+
+// Close stops the Store's background work: it drops the MySQL doorbells of
+// grants it still holds (the grants themselves stay until released or
+// lapsed), ends every Watch channel and stops LISTEN, and waits until its
+// goroutines have ended. The *sql.DB stays open: it is the caller's. Calls
+// other than Watch keep working after Close; Watch fails with an error
+// wrapping lease.ErrClosed. Close is idempotent. Without Close, the
+// goroutines end by themselves once nothing is watched or held.
+func (s *Store) Close() error {
+	if s.hub == nil {
+		return nil
+	}
+	s.hub.giveUp(fmt.Errorf("%w: sqlstore: Store closed", lease.ErrClosed))
+	s.hub.backend.close()
+	return nil
 }
 
 // pushBackend is the notification path of one dialect. Its methods are
@@ -88,6 +107,9 @@ type pushBackend interface {
 	start()
 	// stop ends it (the last subscriber left).
 	stop()
+	// close, called without the hub's mu after a final stop, releases
+	// what the path holds and waits until its goroutines have ended.
+	close()
 }
 
 // hub fans notifications out to the Watch channels of one Store.
@@ -98,19 +120,24 @@ type hub struct {
 	mu    sync.Mutex
 	subs  map[string]map[chan lease.Event]struct{}
 	count int
-	dead  bool // the backend cannot work with this database
+	dead  error // why push cannot work any more (ErrNoPush or ErrClosed)
 }
 
 // poolStats is what the hub needs of *sql.DB.
 type poolStats interface{ Stats() sql.DBStats }
 
-// usable reports whether push can work: the backend has not given up and
-// the pool is large enough to lend connections.
-func (h *hub) usable() bool {
+// usable returns nil when push can work, else why not: the backend gave
+// up, the Store is closed, or the pool is too small to lend connections.
+func (h *hub) usable() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := h.pool.Stats().MaxOpenConnections
-	return !h.dead && (n == 0 || n >= minPushPool)
+	if h.dead != nil {
+		return h.dead
+	}
+	if n := h.pool.Stats().MaxOpenConnections; n > 0 && n < minPushPool {
+		return fmt.Errorf("%w: the pool allows %d connections, fewer than %d", ErrNoPush, n, minPushPool)
+	}
+	return nil
 }
 
 // watch adds a subscriber of mutex until ctx ends.
@@ -180,12 +207,18 @@ func (h *hub) watched(mutex string) bool {
 	return len(h.subs[mutex]) > 0
 }
 
-// giveUp marks push as impossible for this database and closes every
-// subscription, so waiters poll and Watch fails from now on.
-func (h *hub) giveUp() {
+// giveUp marks push as impossible for this database (why is nil) or
+// closed, and closes every subscription, so waiters poll and Watch fails
+// from now on.
+func (h *hub) giveUp(why error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.dead = true
+	if why == nil {
+		why = ErrNoPush
+	}
+	if h.dead == nil {
+		h.dead = why
+	}
 	for mutex, set := range h.subs {
 		for ch := range set {
 			close(ch)
