@@ -93,3 +93,30 @@ func TestAcquireTwice(t *testing.T) {
 		t.Errorf("after the release: nodes %v, want none", n)
 	}
 }
+
+// TestLapsedGrantGetsNewToken (I1): an Acquire by the holder after its
+// grant lapsed, with nobody else around, is a new grant: a new node with a
+// larger token, never the lapsed one revived.
+func TestLapsedGrantGetsNewToken(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	ctx := t.Context()
+	const name = "i1/lapsed"
+	const ttl, transition = 100 * time.Millisecond, 100 * time.Millisecond
+	first, err := s.Acquire(ctx, name, "a", ttl, transition)
+	if err != nil || !first.Held("a") {
+		t.Fatalf("Acquire = %+v, %v", first, err)
+	}
+	if again, err := s.Acquire(ctx, name, "a", ttl, transition); err != nil || again.Token != first.Token {
+		t.Fatalf("Acquire within the grant = %+v, %v; want token %d", again, err, first.Token)
+	}
+	time.Sleep(ttl + transition + 100*time.Millisecond)
+	late, err := s.Acquire(ctx, name, "a", ttl, transition)
+	if err != nil || !late.Held("a") || late.Token <= first.Token {
+		t.Errorf("Acquire after the grant lapsed = %+v, %v; want a new grant with a token above %d", late, err, first.Token)
+	}
+	if n := children(t, s, srv, name); len(n) != 1 {
+		t.Errorf("nodes %v, want one", n)
+	}
+}
