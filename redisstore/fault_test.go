@@ -68,8 +68,8 @@ func TestSubscriberKilledWaiterStillAcquires(t *testing.T) {
 	t.Parallel()
 	srv := testserver.PrivateRedis(t)
 	c := dial(t, srv.Addr())
-	holder := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
-	waiter := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
+	holder := manager(t, newStore(t, dialNamed(t, srv.Addr(), "holder"), srv.KeyPrefix()))
+	waiter := manager(t, newStore(t, dialNamed(t, srv.Addr(), "waiter"), srv.KeyPrefix()))
 	l, err := holder.Acquire(bg, "job")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestSubscriberKilledWaiterStillAcquires(t *testing.T) {
 		}
 		got <- wl
 	}()
-	waitFor(t, "the waiter's subscription", func() bool { return pubsubConns(t, c) == 1 })
+	waitFor(t, "the waiter's subscription", func() bool { return pubsubConnsOf(t, c, "waiter") == 1 })
 	if err := c.Do(bg, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestSubscriberKilledWaiterStillAcquires(t *testing.T) {
 		}
 		got <- hl
 	}()
-	waitFor(t, "a subscription again", func() bool { return pubsubConns(t, c) == 1 })
+	waitFor(t, "the holder's subscription", func() bool { return pubsubConnsOf(t, c, "holder") == 1 })
 	time.Sleep(50 * time.Millisecond)
 	start = time.Now()
 	if err := wl.Release(bg); err != nil {
@@ -181,7 +181,10 @@ func TestWaitReplicas(t *testing.T) {
 		return err == nil && containsLine(info, "master_link_status:up")
 	})
 	s = newStore(t, c, primary.KeyPrefix(), redisstore.WithWaitReplicas(1, time.Second))
-	rec := mustHold(t, s, "r2", "a")
+	rec, err := s.Acquire(bg, "r2", "a", time.Minute, tr)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("Acquire with a replica = %+v, %v", rec, err)
+	}
 	if got, err := dial(t, replica.Addr()).HGet(bg, lockKey(t, c, primary.KeyPrefix(), rec.Token), "o").Result(); err != nil || got != "a" {
 		t.Fatalf("replica's copy of the grant: %q, %v", got, err)
 	}

@@ -28,10 +28,14 @@ const (
 
 // dial returns a client of addr, closed when the test ends. Context
 // deadlines bound its calls, as the lease package's call timeouts expect.
-func dial(t testing.TB, addr string) *redis.Client {
+func dial(t testing.TB, addr string) *redis.Client { return dialNamed(t, addr, "") }
+
+// dialNamed is dial with a client name (CLIENT SETNAME) on every
+// connection.
+func dialNamed(t testing.TB, addr, name string) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
-		Addr: addr, ContextTimeoutEnabled: true,
+		Addr: addr, ClientName: name, ContextTimeoutEnabled: true,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 	})
 	t.Cleanup(func() { c.Close() })

@@ -117,6 +117,16 @@ func pubsubConns(t testing.TB, c *redis.Client) int {
 	return strings.Count(list, "\n")
 }
 
+// pubsubConnsOf counts the subscription connections of clients named name.
+func pubsubConnsOf(t testing.TB, c *redis.Client, name string) int {
+	t.Helper()
+	list, err := c.Do(bg, "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(list, " name="+name+" ")
+}
+
 // waitFor polls cond for up to 10 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
