@@ -4,9 +4,11 @@ PKGS     := ./...
 # The fuzz target's seed corpus runs in `make test`; `make fuzz` explores.
 FUZZTIME ?= 30s
 
-.PHONY: test vet fmt-check servers example fuzz
+SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 
-test: fmt-check vet servers
+.PHONY: test vet fmt-check generate generate-check servers example fuzz bench-sql
+
+test: fmt-check vet generate-check servers
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 vet:
@@ -15,6 +17,22 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi
+
+# Regenerates internal/db from queries/ and schema/ with the sqlc pinned in
+# tools/go.mod (the first run compiles sqlc: about 2 minutes).
+generate:
+	$(SQLC) generate
+
+# Fails when internal/db is not what sqlc generates from queries/ and
+# schema/: sqlc diff catches edits and missing files, git status stray ones.
+generate-check:
+	@$(SQLC) diff || { echo "internal/db is stale: run make generate"; exit 1; }
+	@out=$$(git status --porcelain -- internal/db 2>/dev/null); \
+	if [ -n "$$out" ]; then echo "internal/db has uncommitted or stray files:"; echo "$$out"; exit 1; fi
+
+# Round trips and hand-off time of the SQL stores (real servers).
+bench-sql:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./sqlstore/
 
 # Checks for the server binaries the store tests start; installs them with
 # apt-get when missing and running as root on Debian/Ubuntu.

@@ -26,7 +26,7 @@
 // statement with optimistic concurrency — an upsert or an UPDATE whose WHERE
 // names the owner, the token and the expiry — with no SELECT … FOR UPDATE
 // and no transaction spanning statements. Expiry is decided by the server's
-// clock only (PostgreSQL clock_timestamp(); MySQL UTC_TIMESTAMP(3)
+// clock only (PostgreSQL clock_timestamp(); MySQL UNIX_TIMESTAMP()
 // arithmetic, which the session time zone cannot shift), and the Store
 // reports remaining durations computed from the server's now.
 //
@@ -36,9 +36,37 @@
 // start again from 1 only if the row is deleted.
 //
 // Round trips: PostgreSQL acquire, renew, release and get take one
-// statement each (an acquire that loses reads the owner with a second one).
+// statement each (an acquire that loses returns the owner in the same one).
 // MySQL has no RETURNING, so acquire is the upsert followed by a read of the
-// row; renew, release and get are one statement.
+// row; renew, release and get are one statement. With go-sql-driver/mysql,
+// add interpolateParams=true to the DSN, or the driver prepares each
+// statement on the server first, doubling the round trips.
+//
+// # Push
+//
+// A release wakes waiters in other processes at once instead of at the
+// owner's transition end ([Store.Watch], used by lease.Manager):
+//
+//   - PostgreSQL: the release statement sends NOTIFY on a channel named
+//     after the table, with the mutex as payload; while any waiter of this
+//     Store waits, one connection borrowed from the pool LISTENs (pgx's
+//     stdlib driver only: with another driver Watch fails with [ErrNoPush]
+//     and waiters poll).
+//   - MySQL: while this Store holds grants, one borrowed connection holds a
+//     named lock (GET_LOCK) per grant, a doorbell derived from the
+//     database, the table and the mutex; after an acquire of a watched
+//     mutex loses, a borrowed connection blocks on that doorbell and wakes
+//     the waiters when it frees. At most [WithDoorbells] waiting
+//     connections, and with the holder's never more than half the pool.
+//
+// Notifications are hints: the row is the only source of truth, and every
+// waiter still polls, so a lost notification delays a waiter but never
+// blocks it. A broken push connection is replaced with backoff, and every
+// waiter checks again once it is back. Push needs a pool of at least four
+// connections and a server session that lives as long as the connection:
+// turn it off with [WithPush] behind PgBouncer in transaction mode or
+// ProxySQL. [Store.Close] stops it; without Close its goroutines end by
+// themselves once nothing is watched or held.
 //
 // Errors: a PostgreSQL serialization failure (40001) or deadlock (40P01),
 // a MySQL deadlock (1213) or lock wait timeout (1205), and
@@ -51,8 +79,4 @@
 // Names and owners are compared byte for byte: PostgreSQL columns use
 // COLLATE "C", MySQL columns are VARBINARY, so names differing only in case
 // or trailing spaces are different mutexes.
-//
-// Not yet: release notifications (PostgreSQL LISTEN/NOTIFY, MySQL
-// doorbells). Without them a waiter learns of a release when it polls, at
-// the owner's transition end plus jitter.
 package sqlstore

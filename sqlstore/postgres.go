@@ -9,7 +9,8 @@ import (
 )
 
 // pgEngine runs the PostgreSQL statements of queries/postgres: every
-// operation is one statement that returns the row with the server's now.
+// operation is one statement that returns the row with the server's now
+// (an acquire that lost returns the owner's row in the same statement).
 type pgEngine struct {
 	db      dbtx
 	q       pgdb.Queries
@@ -19,13 +20,19 @@ type pgEngine struct {
 func (e pgEngine) acquire(ctx context.Context, mutex, owner string, ttlMs, transitionMs int64) (row, error) {
 	r, err := e.q.Acquire(ctx, e.db, pgdb.AcquireParams{Mutex: mutex, OwnerID: owner, TtlMs: ttlMs, TransitionMs: transitionMs})
 	if errors.Is(err, sql.ErrNoRows) {
-		// Held by someone else: the upsert's WHERE was false. Report who.
+		// Lost to a grant the statement's snapshot does not show: read it.
 		return e.get(ctx, mutex)
 	}
 	if err != nil {
 		return row{}, err
 	}
-	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, nil
+	got := row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}
+	if got.owner != owner && got.record().Owner == "" {
+		// Lost, yet the snapshot shows a free mutex: a grant committed
+		// after the snapshot holds it. Read who.
+		return e.get(ctx, mutex)
+	}
+	return got, nil
 }
 
 func (e pgEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/tck"
 )
@@ -24,8 +25,12 @@ func TestTCK(t *testing.T) {
 					return tck.Backend{
 						Client: func() lease.Store { return d.newStore(t, dsn) },
 						Partitioned: func() (lease.Store, tck.Partition) {
-							p := newProxy(t, srv.Addr())
-							return d.newStore(t, strings.Replace(dsn, srv.Addr(), p.Addr(), 1)), p
+							p, err := faultproxy.New(srv.Addr())
+							if err != nil {
+								t.Fatalf("faultproxy: %v", err)
+							}
+							t.Cleanup(func() { p.Close() })
+							return d.newStore(t, strings.Replace(dsn, srv.Addr(), p.Addr(), 1)), faultproxy.Hanging{Proxy: p}
 						},
 					}
 				},

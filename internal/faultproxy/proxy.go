@@ -213,3 +213,11 @@ func (p *Proxy) forget(l *link) {
 	defer p.mu.Unlock()
 	delete(p.links, l)
 }
+
+// Hanging is p seen as a partition whose Cut black-holes instead of
+// resetting: calls through it hang without a reply, as tck.Partition
+// expects of a holder cut off from its store.
+type Hanging struct{ *Proxy }
+
+// Cut black-holes every connection, old and new, until Heal.
+func (h Hanging) Cut() { h.Blackhole() }

@@ -5,24 +5,35 @@
 -- now_ms, so the caller reports remaining durations only.
 -- Grants the mutex when it is free or its transition has ended (token + 1),
 -- extends it when owner_id already holds a live grant (token kept), and
--- returns no row when someone else holds it.
-WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
-INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version)
-SELECT sqlc.arg(mutex)::varchar, sqlc.arg(owner_id)::varchar, n.ms,
-       n.ms + sqlc.arg(ttl_ms)::bigint, n.ms + sqlc.arg(ttl_ms)::bigint + sqlc.arg(transition_ms)::bigint,
-       1, 1
-FROM n
-ON CONFLICT (mutex) DO UPDATE SET
-    token         = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
-                         THEN m.token + 1 ELSE m.token END,
-    acquired_at   = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
-                         THEN EXCLUDED.acquired_at ELSE m.acquired_at END,
-    owner_id      = EXCLUDED.owner_id,
-    ttl_at        = EXCLUDED.ttl_at,
-    transition_at = EXCLUDED.transition_at,
-    version       = m.version + 1
-WHERE m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
-RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, (SELECT n.ms FROM n)::bigint AS now_ms;
+-- otherwise changes nothing. Returns the row it wrote, or, when it wrote
+-- none, the row as the statement's snapshot saw it (the owner that kept
+-- it, in one round trip); no row when the mutex was inserted by a
+-- transaction the snapshot does not see.
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
+up AS (
+    INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version)
+    SELECT sqlc.arg(mutex)::varchar, sqlc.arg(owner_id)::varchar, n.ms,
+           n.ms + sqlc.arg(ttl_ms)::bigint, n.ms + sqlc.arg(ttl_ms)::bigint + sqlc.arg(transition_ms)::bigint,
+           1, 1
+    FROM n
+    ON CONFLICT (mutex) DO UPDATE SET
+        token         = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
+                             THEN m.token + 1 ELSE m.token END,
+        acquired_at   = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
+                             THEN EXCLUDED.acquired_at ELSE m.acquired_at END,
+        owner_id      = EXCLUDED.owner_id,
+        ttl_at        = EXCLUDED.ttl_at,
+        transition_at = EXCLUDED.transition_at,
+        version       = m.version + 1
+    WHERE m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+    RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at
+)
+SELECT up.owner_id, up.token, up.ttl_at, up.transition_at, (SELECT n.ms FROM n)::bigint AS now_ms
+FROM up
+UNION ALL
+SELECT s.owner_id, s.token, s.ttl_at, s.transition_at, (SELECT n.ms FROM n)::bigint AS now_ms
+FROM simba_mutex AS s
+WHERE s.mutex = sqlc.arg(mutex) AND NOT EXISTS (SELECT 1 FROM up);
 
 -- name: Renew :one
 -- Extends the live grant of owner_id with token from now; no row when that
