@@ -27,6 +27,7 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 	k := nodeKey{mutex, contender}
 	dir := s.dirOf(mutex)
 	g := grant{contender: contender, ttl: ttl, transition: transition}
+	synced := false
 	for range rounds {
 		own, q, err := s.enqueue(ctx, dir, k, g)
 		if err != nil {
@@ -38,9 +39,16 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 		low, _ := q.lowest()
 		var rec lease.Record
 		var done bool
-		if low.name == path.Base(own.path) {
+		switch {
+		case low.name == path.Base(own.path):
+			// Safe on any listing: ours shows every node created before
+			// our own, and none can come below it.
 			rec, done, err = s.claim(ctx, k, own, g)
-		} else {
+		case !synced:
+			// The nodes ahead may be gone already on the leader: losing
+			// must not rest on a lagging server's view.
+			synced, err = true, s.sync(ctx, dir)
+		default:
 			rec, done, err = s.queued(ctx, q, low, k, own, g)
 		}
 		if err != nil {

@@ -37,6 +37,21 @@ type queue struct {
 	kids     []child
 }
 
+// sync makes the server this Store is connected to catch up with the
+// leader, so that the next read sees every write completed before: reads
+// in ZooKeeper may lag behind other clients' writes, never behind the
+// Store's own.
+func (s *Store) sync(ctx context.Context, dir string) error {
+	err := s.do(ctx, func() error {
+		_, err := s.conn.Sync(dir)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
 // list reads the queue of dir. A missing dir is an empty queue.
 func (s *Store) list(ctx context.Context, dir string) (queue, error) {
 	var names []string

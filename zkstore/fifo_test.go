@@ -1,0 +1,105 @@
+package zkstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/zkstore"
+)
+
+// TestFIFONoHerd: waiters are granted in the order they queued, and a
+// release wakes only the next one: the waiters behind it send no request
+// at all while the mutex changes hands (the one right behind re-sets its
+// watch once, since the grant rewrote the node ahead of it).
+func TestFIFONoHerd(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	ctx := t.Context()
+	const name = "fifo"
+	spy := connect(t, srv.Servers(), tckSession)
+	newManager := func() (*lease.Manager, *zkstore.Store) {
+		s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+		return manager(t, s, s.LeaseOptions()...), s
+	}
+	holder, hs := newManager()
+	l, err := holder.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	var stores [n]*zkstore.Store
+	var grants [n]<-chan grantAt
+	for i := range n {
+		var m *lease.Manager
+		m, stores[i] = newManager()
+		grants[i] = acquireAsync(ctx, m, name)
+		for { // queued: its node is there
+			names, _, err := spy.Children(hs.Dir(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(names) == i+2 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	settled(t, stores[:]) // every waiter has set its watch
+	for i := range n {
+		var before [n]int64
+		for j := range n {
+			before[j] = stores[j].Trips()
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		g := await(t, grants[i], 2*time.Second, "the next waiter")
+		l = g.l
+		time.Sleep(100 * time.Millisecond) // a herd would be on its way by now
+		// The new next waiter re-sets its watch on the node ahead, which the
+		// grant rewrote; the others send nothing.
+		for j := i + 1; j < n; j++ {
+			want := int64(0)
+			if j == i+1 {
+				want = 1
+			}
+			if d := stores[j].Trips() - before[j]; d > want {
+				t.Errorf("release %d: waiter %d sent %d requests, want at most %d: a herd", i, j, d, want)
+			}
+		}
+		for j := i + 1; j < n; j++ {
+			select {
+			case g := <-grants[j]:
+				t.Fatalf("release %d: waiter %d granted (%v) before waiter %d", i, j, g.err, i+1)
+			default:
+			}
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_ = l.Release(rctx)
+}
+
+// settled waits until none of stores has sent a request for 300 ms.
+func settled(t *testing.T, stores []*zkstore.Store) {
+	t.Helper()
+	sum := func() (n int64) {
+		for _, s := range stores {
+			n += s.Trips()
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for last, since := sum(), time.Now(); time.Since(since) < 300*time.Millisecond; {
+		time.Sleep(20 * time.Millisecond)
+		if n := sum(); n != last {
+			last, since = n, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiters' stores never went quiet")
+		}
+	}
+}
