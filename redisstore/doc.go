@@ -77,7 +77,7 @@
 // Scripts publish on the mutex's channel (PUBLISH, or SPUBLISH on Redis
 // Cluster); a Store keeps one subscription connection per server it
 // watches, multiplexing all open Watch calls, and one reader goroutine for
-// it, both ended when the last Watch ends or by [Store.Close]. Events are
+// it, both ended shortly after the last Watch ends, or by [Store.Close]. Events are
 // hints only: the lease package also polls at the owner's transition end,
 // so a lost message or a killed subscription delays a waiter but never
 // blocks it. Clients other than *redis.Client and *redis.ClusterClient (a

@@ -12,12 +12,13 @@ import (
 // its reader goroutine) per server watched.
 type hub struct {
 	s  *Store
-	io sync.Mutex // serializes subscribe, unsubscribe and close, so the wire order follows the state
+	io sync.Mutex // serializes subscribe, unsubscribe and close, so the wire order follows the state (taken before mu)
 	mu sync.Mutex // guards the fields below and every shard's maps
 	wg sync.WaitGroup
 
 	shards map[string]*shard // by node address; "" on a single server
 	closed bool
+	sweep  *time.Timer // pending sweep of idle channels, or nil
 }
 
 // shard is one subscription connection.
@@ -29,12 +30,19 @@ type shard struct {
 	dead  bool
 }
 
-// chanState is one subscribed channel.
+// chanState is one subscribed channel. A channel nobody watches any more
+// stays subscribed for idleLinger, so a mutex acquired and released in a
+// loop does not pay for a subscription each time.
 type chanState struct {
-	watchers map[*watcher]struct{}
-	ready    chan struct{} // closed when the server confirms the subscription
-	readyOK  bool
+	watchers  map[*watcher]struct{}
+	ready     chan struct{} // closed when the server confirms the subscription
+	readyOK   bool
+	idleSince time.Time // when the last watcher left; zero while watched
 }
+
+// idleLinger is how long a channel stays subscribed after its last Watch
+// ended, and a connection open after its last channel.
+const idleLinger = 100 * time.Millisecond
 
 func (c *chanState) confirm() {
 	if !c.readyOK {
@@ -72,11 +80,12 @@ func (h *hub) add(ctx context.Context, w *watcher) (<-chan struct{}, error) {
 		sh.chans[w.channel] = cs
 	}
 	cs.watchers[w] = struct{}{}
+	cs.idleSince = time.Time{}
 	w.sh = sh
 	h.mu.Unlock()
 	if subscribe {
 		if err := h.s.subscribe(ctx, sh.ps, w.channel); err != nil {
-			h.drop(w) // a fresh shard has no other channel, so it closes too
+			h.fail(sh, err) // the connection is in doubt: start afresh
 			return nil, err
 		}
 	}
@@ -87,46 +96,81 @@ func (h *hub) add(ctx context.Context, w *watcher) (<-chan struct{}, error) {
 	return cs.ready, nil
 }
 
-// remove ends w when its context ends.
+// remove ends w when its context ends. A channel left without watchers
+// is unsubscribed by a sweep after idleLinger.
 func (h *hub) remove(w *watcher) {
-	h.io.Lock()
-	defer h.io.Unlock()
-	h.drop(w)
-}
-
-// drop ends w and unsubscribes from its channel when nobody else watches
-// it; the last channel of a shard closes the shard. h.io is held.
-func (h *hub) drop(w *watcher) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	sh := w.sh
 	if sh == nil { // already ended by a broken subscription or Close
-		h.mu.Unlock()
 		return
 	}
 	w.sh = nil
 	close(w.ch)
 	cs := sh.chans[w.channel]
 	delete(cs.watchers, w)
-	unsub, closeShard := false, false
 	if len(cs.watchers) == 0 {
-		delete(sh.chans, w.channel)
-		if len(sh.chans) == 0 {
-			delete(h.shards, sh.addr)
-			sh.dead, closeShard = true, true
-		} else {
-			sh.unsub[w.channel]++
-			unsub = true
+		cs.idleSince = time.Now()
+		if h.sweep == nil && !h.closed {
+			h.sweep = time.AfterFunc(idleLinger, h.sweepIdle)
 		}
 	}
+}
+
+// sweepIdle unsubscribes from channels idle for idleLinger and closes
+// connections left without channels, then schedules the next sweep.
+func (h *hub) sweepIdle() {
+	h.io.Lock()
+	defer h.io.Unlock()
+	type unsub struct {
+		sh       *shard
+		channels []string
+	}
+	var unsubs []unsub
+	var closing []*shard
+	h.mu.Lock()
+	h.sweep = nil
+	next := time.Duration(0)
+	for _, sh := range h.shards {
+		u := unsub{sh: sh}
+		for ch, cs := range sh.chans {
+			if cs.idleSince.IsZero() {
+				continue
+			}
+			if wait := idleLinger - time.Since(cs.idleSince); wait > 0 {
+				if next == 0 || wait < next {
+					next = wait
+				}
+				continue
+			}
+			delete(sh.chans, ch)
+			u.channels = append(u.channels, ch)
+		}
+		switch {
+		case len(sh.chans) == 0:
+			delete(h.shards, sh.addr)
+			sh.dead = true
+			closing = append(closing, sh)
+		case len(u.channels) > 0:
+			for _, ch := range u.channels {
+				sh.unsub[ch]++
+			}
+			unsubs = append(unsubs, u)
+		}
+	}
+	if next > 0 && !h.closed {
+		h.sweep = time.AfterFunc(next, h.sweepIdle)
+	}
 	h.mu.Unlock()
-	switch {
-	case closeShard:
+	for _, sh := range closing {
 		_ = sh.ps.Close()
-	case unsub:
+	}
+	for _, u := range unsubs {
 		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-		defer cancel()
-		if err := h.s.unsubscribe(ctx, sh.ps, w.channel); err != nil {
-			h.fail(sh, err) // the connection is in doubt: start afresh
+		err := h.s.unsubscribe(ctx, u.sh.ps, u.channels...)
+		cancel()
+		if err != nil {
+			h.fail(u.sh, err) // the connection is in doubt: start afresh
 		}
 	}
 }
@@ -167,6 +211,10 @@ func (h *hub) close() {
 	h.io.Lock()
 	h.mu.Lock()
 	h.closed = true
+	if h.sweep != nil {
+		h.sweep.Stop()
+		h.sweep = nil
+	}
 	var all []*shard
 	for _, sh := range h.shards {
 		all = append(all, sh)
@@ -209,11 +257,19 @@ func (s *Store) subscribe(ctx context.Context, ps *redis.PubSub, channel string)
 	return ps.Subscribe(ctx, channel)
 }
 
-func (s *Store) unsubscribe(ctx context.Context, ps *redis.PubSub, channel string) error {
-	if s.cluster != nil {
-		return ps.SUnsubscribe(ctx, channel)
+// unsubscribe ends the subscriptions to channels: in one command on a
+// single server, one command per channel on Redis Cluster, where a sharded
+// command must not span slots.
+func (s *Store) unsubscribe(ctx context.Context, ps *redis.PubSub, channels ...string) error {
+	if s.cluster == nil {
+		return ps.Unsubscribe(ctx, channels...)
 	}
-	return ps.Unsubscribe(ctx, channel)
+	for _, ch := range channels {
+		if err := ps.SUnsubscribe(ctx, ch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // healthCheck is how long a subscription connection may stay silent

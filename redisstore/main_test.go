@@ -14,8 +14,17 @@ import (
 	"github.com/simba-go/simba/redisstore"
 )
 
-// TestMain stops the shared test servers and checks for leaked goroutines.
-func TestMain(m *testing.M) { testserver.VerifyTestMain(m) }
+// TestMain finds the Redis server of the examples, then runs the tests,
+// stops the shared test servers and checks for leaked goroutines.
+func TestMain(m *testing.M) {
+	if a, err := testserver.RedisAddr(); err == nil {
+		redisAddr = a
+	}
+	testserver.VerifyTestMain(m)
+}
+
+// redisAddr is the server of the examples (in an application, yours).
+var redisAddr = "localhost:6379"
 
 var bg = context.Background()
 

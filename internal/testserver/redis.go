@@ -44,16 +44,38 @@ func Redis(t testing.TB) *RedisServer {
 		return &RedisServer{Process: detached("redis", a, "named by "+EnvRedis), prefix: prefix}
 	}
 	begin := time.Now()
-	p, err := sharedRedis.get(func() (*Process, error) {
+	p, err := startSharedRedis()
+	need(t, err)
+	logStart(t, "shared "+p.String(), begin)
+	return &RedisServer{Process: p, prefix: prefix}
+}
+
+// startSharedRedis starts the shared server once per binary.
+func startSharedRedis() (*Process, error) {
+	return sharedRedis.get(func() (*Process, error) {
 		return sharedServer("redis", containerSpec{
 			image: imageRedis, port: "6379/tcp",
 			cmd:   []string{"redis-server", "--save", "", "--appendonly", "no"},
 			ready: pingRedis,
 		}, startRedis, "PrivateRedis")
 	})
-	need(t, err)
-	logStart(t, "shared "+p.String(), begin)
-	return &RedisServer{Process: p, prefix: prefix}
+}
+
+// RedisAddr returns the address of the server [Redis] gives a test,
+// starting it when needed, for runnable examples, which have no testing.TB.
+// The caller keeps its keys under a prefix of its own and removes them.
+func RedisAddr() (string, error) {
+	if a := os.Getenv(EnvRedis); a != "" {
+		if !hostPort(a) {
+			return "", fmt.Errorf("testserver: %s=%q is not host:port", EnvRedis, a)
+		}
+		return a, nil
+	}
+	p, err := startSharedRedis()
+	if err != nil {
+		return "", err
+	}
+	return p.Addr(), nil
 }
 
 // PrivateRedis starts a local redis-server for this test alone, stopped
