@@ -27,7 +27,7 @@ func TestTCK(t *testing.T) {
 					Client: func() lease.Store { return newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()) },
 					Partitioned: func() (lease.Store, tck.Partition) {
 						p := newProxy(t, srv.Addr())
-						return newStore(t, dial(t, p.Addr()), srv.KeyPrefix()), blackhole{p}
+						return newStore(t, dial(t, p.Addr()), srv.KeyPrefix()), faultproxy.Hanging{Proxy: p}
 					},
 				}
 			},
@@ -56,10 +56,3 @@ func newProxy(t testing.TB, target string) *faultproxy.Proxy {
 	t.Cleanup(func() { p.Close() })
 	return p
 }
-
-// blackhole is a tck.Partition whose Cut black-holes the proxy: requests
-// hang without a reply, as in a network partition.
-type blackhole struct{ p *faultproxy.Proxy }
-
-func (b blackhole) Cut()  { b.p.Blackhole() }
-func (b blackhole) Heal() { b.p.Heal() }
