@@ -68,6 +68,10 @@ func WithDoorbells(n int) Option {
 // a release may have gone unseen before. It is closed when ctx ends. Events
 // are never queued for a slow receiver: one pending event stands for all.
 // contender is not used (the SQL stores have no wait queue).
+//
+// On MySQL a doorbell is armed by a lost Acquire of mutex through this
+// Store, as a lease.Manager's waiter makes; a Watch without such an
+// Acquire (an observer) hears nothing and relies on polling.
 func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
 	if err := lease.ValidateName(mutex); err != nil {
 		return nil, s.errorf("watch", mutex, err)

@@ -139,7 +139,12 @@ func TestPushPathKilledMidWait(t *testing.T) {
 		a, b := d.newStore(t, dsn), d.newStore(t, dsn)
 		admin := d.open(t, dsn)
 		kill := func() {
-			n := killPushSessions(t, d.name, admin)
+			n := 0
+			for deadline := time.Now().Add(5 * time.Second); n == 0 && time.Now().Before(deadline); {
+				if n = killPushSessions(t, d.name, admin); n == 0 {
+					time.Sleep(20 * time.Millisecond) // not connected yet
+				}
+			}
 			t.Logf("%s: killed %d push session(s)", d.name, n)
 			if n == 0 {
 				t.Errorf("found no push session to kill")
