@@ -74,11 +74,28 @@ func newStore(t testing.TB, c redis.UniversalClient, prefix string, opts ...redi
 }
 
 // shared returns a Store on the shared Redis server under the test's own
-// prefix.
+// prefix. When the test ends, every key the Store left must expire.
 func shared(t testing.TB, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
 	srv := testserver.Redis(t)
-	return newStore(t, dial(t, srv.Addr()), srv.KeyPrefix(), opts...)
+	c := dial(t, srv.Addr())
+	t.Cleanup(func() { wantAllExpire(t, c, srv.KeyPrefix()) })
+	return newStore(t, c, srv.KeyPrefix(), opts...)
+}
+
+// wantAllExpire checks that every key under prefix has an expiry: the
+// Store leaves no orphans.
+func wantAllExpire(t testing.TB, c *redis.Client, prefix string) {
+	t.Helper()
+	keys, err := c.Keys(bg, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if d, err := c.PTTL(bg, k).Result(); err == nil && d == -1 {
+			t.Errorf("key %q never expires", k)
+		}
+	}
 }
 
 func mustHold(t testing.TB, s lease.Store, mutex, contender string) lease.Record {

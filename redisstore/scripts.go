@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -38,14 +39,6 @@ var (
 // holds a grant for less than the caller asked.
 func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-// span is ttl + transition, saturating.
-func span(ttl, transition time.Duration) time.Duration {
-	if ttl > 1<<62 || transition > 1<<62 {
-		return 1 << 62
-	}
-	return ttl + transition
 }
 
 // run runs script on the Store's client.
@@ -84,7 +77,7 @@ func parseRecord(v []any) (lease.Record, error) {
 	if err != nil {
 		return lease.Record{}, err
 	}
-	if (owner == "") != (tok == 0) || ttl > tr || tr > 1<<43 {
+	if (owner == "") != (tok == 0) || ttl > tr || tr > math.MaxInt64/uint64(time.Millisecond) {
 		return lease.Record{}, fmt.Errorf("%w: record %q %d %d %d", ErrUnexpectedReply, owner, tok, ttl, tr)
 	}
 	return lease.Record{

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -53,11 +54,31 @@ func wantNoEvent(t testing.TB, what string, ch <-chan lease.Event) {
 }
 
 // TestWatchWakesOnlyTheHead: a release wakes the longest waiter only;
-// an observer hears every grant and release.
+// an observer hears every grant and release. On Redis Cluster too, after
+// idle channels of many slots were swept off the subscriptions.
 func TestWatchWakesOnlyTheHead(t *testing.T) {
 	t.Parallel()
-	s := shared(t, redisstore.WithHandoff(0))
+	t.Run("standalone", func(t *testing.T) {
+		t.Parallel()
+		testWakesOnlyTheHead(t, shared(t, redisstore.WithHandoff(0)))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.RedisCluster(t)
+		testWakesOnlyTheHead(t, newStore(t, dialCluster(t, srv.Addrs()), srv.KeyPrefix(), redisstore.WithHandoff(0)))
+	})
+}
+
+func testWakesOnlyTheHead(t *testing.T, s *redisstore.Store) {
+	ctx, cancel := context.WithCancel(bg)
+	for i := range 20 { // channels on every node, idle and swept in batches
+		if _, err := s.Watch(ctx, fmt.Sprintf("idle/%d", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	obs := watch(t, s, "h", "")
+	cancel()
+	time.Sleep(300 * time.Millisecond)
 	tok := mustHold(t, s, "h", "a").Token
 	wantEvent(t, "observer on a's grant", obs, lease.Event{Mutex: "h", Owner: "a", Token: tok})
 	mustLose(t, s, "h", "b")
