@@ -114,8 +114,14 @@ func (s *Store) arm(ctx context.Context, dir, contender string) (key string, fir
 	if err != nil {
 		return "", nil, "", err
 	}
+	q := newQueue(dir, st, names)
+	if contender != "" && key == "" && len(q.mine(contender)) > 0 {
+		// Our node came between the two requests: watch the node ahead
+		// instead, or this watch would fire on every arrival and leave.
+		return keyQueued, nil, "", nil
+	}
 	if !strings.HasPrefix(key, keyTurn) {
-		low, _ := newQueue(dir, st, names).lowest()
+		low, _ := q.lowest()
 		key = keyLowest + low.name
 	}
 	return key, w, "", nil
