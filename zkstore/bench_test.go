@@ -13,7 +13,8 @@ import (
 
 // BenchmarkStore counts the requests (round trips) of each Store call:
 // an Acquire of a free mutex whose znode exists or not yet, a waiter's
-// repeated Acquire, a Renew and a Release by the holder.
+// repeated Acquire while the mutex is held, its Acquire once its turn has
+// come, a Renew and a Release by the holder.
 //
 //	go test -bench Store -run '^$' ./zkstore/
 func BenchmarkStore(b *testing.B) {
@@ -22,7 +23,7 @@ func BenchmarkStore(b *testing.B) {
 	other := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
 	ctx := b.Context()
 	const ttl, transition = 10 * time.Second, 6 * time.Second
-	var acquires, renews, releases, cold, waits int64
+	var acquires, renews, releases, cold, waits, turns int64
 	b.ResetTimer()
 	for i := range b.N {
 		name := fmt.Sprintf("bench/%d", i%2)
@@ -44,14 +45,19 @@ func BenchmarkStore(b *testing.B) {
 			b.Fatal(err)
 		}
 		w2 := other.Trips()
-		if err := other.Release(ctx, name, "b", 0); err == nil {
-			b.Fatal("the waiter's Release(0) reported a grant")
-		}
 		t3 := s.Trips()
 		if err := s.Release(ctx, name, "a", rec.Token); err != nil {
 			b.Fatal(err)
 		}
 		t4 := s.Trips()
+		next, err := other.Acquire(ctx, name, "b", ttl, transition) // its turn
+		if err != nil || !next.Held("b") {
+			b.Fatalf("the waiter's Acquire after the release = %+v, %v", next, err)
+		}
+		turns += other.Trips() - w2
+		if err := other.Release(ctx, name, "b", next.Token); err != nil {
+			b.Fatal(err)
+		}
 		if i < 2 {
 			cold += t1 - t0
 		} else {
@@ -65,6 +71,7 @@ func BenchmarkStore(b *testing.B) {
 	}
 	b.ReportMetric(float64(cold)/float64(min(b.N, 2)), "trips/first-acquire")
 	b.ReportMetric(float64(waits)/n, "trips/waiter-poll")
+	b.ReportMetric(float64(turns)/n, "trips/acquire-on-turn")
 	b.ReportMetric(float64(renews)/n, "trips/renew")
 	b.ReportMetric(float64(releases)/n, "trips/release")
 }

@@ -62,6 +62,16 @@
 // ttl + transition from when it became the lowest; meanwhile the mutex is
 // reported held back for it (an empty Owner with a positive Transition).
 //
+// # Cost
+//
+// Requests per call (go test -bench . ./zkstore/): an uncontended
+// Acquire 3 (create, list, claim; 5 the first time, creating the mutex's
+// znode), Renew 1 (a conditional write), Release 1 (a multi: delete and
+// stamp), the Acquire of a waiter whose turn came 2, a waiter's poll
+// while the mutex is held 5 (it syncs its server with the leader before
+// concluding it lost), Get 3 (sync, list, read). A release reaches the
+// next waiter in another process in about 2–3 ms on a local server.
+//
 // # Caveats
 //
 // Lapse is judged on the clock of the ZooKeeper server that leads when
