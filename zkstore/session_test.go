@@ -226,3 +226,54 @@ func TestServerRestart(t *testing.T) {
 	}
 	_ = g.l.Release(ctx)
 }
+
+// TestServerRestartTakeover (S3, I5): the holder is cut off (its proxy
+// black-holes) and the server restarts. The holder is told before the
+// waiter's winning Acquire is sent, and the waiter takes over within
+// ttl + transition + jitter + ttl of the restart's end (the holder's 1 s
+// session expires, timed anew by the restarted server, or its grant
+// lapses on the server's clock, which restarts do not reset).
+func TestServerRestartTakeover(t *testing.T) {
+	t.Parallel()
+	srv := testserver.PrivateZooKeeper(t)
+	const session = time.Second
+	p, addrs := proxied(t, srv.Servers())
+	hs := newStore(t, connect(t, addrs, session), session, srv.Root())
+	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root()))
+	opts := hs.LeaseOptions() // ttl 625 ms, transition 375 ms
+	hm, wm := manager(t, hs, opts...), manager(t, ws, opts...)
+	ctx := t.Context()
+	const name = "restart/takeover"
+	const ttl, transition = 625 * time.Millisecond, 375 * time.Millisecond
+	bound := ttl + transition + time.Second + ttl
+
+	l1, err := hm.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, wm, name)
+	time.Sleep(200 * time.Millisecond)
+	p.Cut()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	g := await(t, waiter, bound+5*time.Second, "takeover after the restart")
+	t.Logf("takeover %v after the restart ended", g.at.Sub(up))
+	if took := g.at.Sub(up); took > bound {
+		t.Errorf("takeover %v after the restart ended, want at most %v", took, bound)
+	}
+	select {
+	case <-l1.Done():
+	default:
+		t.Fatal("the waiter was granted while the cut-off holder's lease is live")
+	}
+	if sent := ws.sentAt(g.l.Token()); !l1.Deadline().Before(sent) {
+		t.Errorf("the holder was told at %v, after the winning Acquire was sent (%v)", l1.Deadline(), sent)
+	}
+	if g.l.Token() <= l1.Token() {
+		t.Errorf("token %d after %d", g.l.Token(), l1.Token())
+	}
+	p.Heal()
+	_ = g.l.Release(ctx)
+}

@@ -3,6 +3,7 @@ package zkstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -31,7 +32,7 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 		return nil, err
 	}
 	if ctx == nil {
-		return nil, errors.New("zkstore: watch: nil context")
+		return nil, fmt.Errorf("%w: zkstore: watch: nil context", lease.ErrInvalidArgument)
 	}
 	out := make(chan lease.Event, 1)
 	go s.watch(ctx, mutex, contender, out)
