@@ -177,3 +177,45 @@ func TestCorruptNode(t *testing.T) {
 		time.Sleep(rec.Transition + 10*time.Millisecond)
 	}
 }
+
+// TestACL: nodes get the Store's ACL; a session with the credentials
+// works, one without them gets ZooKeeper's error, wrapped, and no panic.
+func TestACL(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	ctx := t.Context()
+	root := srv.Root() + "/acl"
+	acl := zk.DigestACL(zk.PermAll, "simba", "secret")
+	withAuth := connect(t, srv.Servers(), tckSession)
+	if err := withAuth.AddAuth("digest", []byte("simba:secret")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := zkstore.New(withAuth, tckSession, zkstore.WithRoot(root), zkstore.WithACL(acl...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Acquire(ctx, "guarded", "a", time.Second, time.Second)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("Acquire with credentials = %+v, %v", rec, err)
+	}
+	got, _, err := withAuth.GetACL(s.Dir("guarded"))
+	if err != nil || len(got) != 1 || got[0].Scheme != "digest" {
+		t.Errorf("ACL of the mutex's znode = %+v, %v; want the Store's digest ACL", got, err)
+	}
+	other := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, root)
+	if _, err := other.Acquire(ctx, "guarded", "b", time.Second, time.Second); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("Acquire without credentials: %v, want an error wrapping zk.ErrNoAuth", err)
+	}
+	if _, err := other.Get(ctx, "guarded"); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("Get without credentials: %v, want an error wrapping zk.ErrNoAuth", err)
+	}
+	if err := s.Release(ctx, "guarded", "a", rec.Token); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+	// Leave nothing an unauthenticated clean-up could not delete.
+	for _, p := range []string{s.Dir("guarded"), root} {
+		if err := withAuth.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			t.Errorf("delete %s: %v", p, err)
+		}
+	}
+}
