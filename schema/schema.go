@@ -4,6 +4,7 @@
 //
 //	schema/postgres/000001_create_simba_mutex.up.sql   (and .down.sql)
 //	schema/mysql/000001_create_simba_mutex.up.sql      (MySQL 8, MariaDB 10.5+)
+//	schema/sqlite/000001_create_simba_mutex.up.sql     (SQLite 3.38+)
 //
 // Migrate applies them to a database the caller opened:
 //
@@ -53,22 +54,26 @@ const (
 	// MySQL is MySQL 8 or MariaDB 10.5 or later, through
 	// github.com/go-sql-driver/mysql.
 	MySQL Dialect = "mysql"
+	// SQLite is SQLite 3.38 or later, through any database/sql driver
+	// (modernc.org/sqlite needs no cgo). Give the connection a busy
+	// timeout, so that processes migrating one file at once take turns.
+	SQLite Dialect = "sqlite"
 )
 
-// ErrUnknownDialect is returned for a Dialect other than [Postgres] and
-// [MySQL].
+// ErrUnknownDialect is returned for a Dialect other than [Postgres],
+// [MySQL] and [SQLite].
 var ErrUnknownDialect = errors.New("schema: unknown dialect")
 
 // ErrNilDB is returned when the *sql.DB is nil.
 var ErrNilDB = errors.New("schema: nil *sql.DB")
 
-//go:embed postgres/*.sql mysql/*.sql
+//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql
 var files embed.FS
 
 // FS returns the migration files of d (NNNNNN_name.up.sql and .down.sql)
 // at the root of the returned file system, for use with other tools.
 func FS(d Dialect) (fs.FS, error) {
-	if d != Postgres && d != MySQL {
+	if d != Postgres && d != MySQL && d != SQLite {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownDialect, string(d))
 	}
 	return fs.Sub(files, string(d))
@@ -155,6 +160,8 @@ func driverFor(ctx context.Context, conn *sql.Conn, d Dialect) (database.Driver,
 		return postgres.WithConnection(ctx, conn, &postgres.Config{MigrationsTable: MigrationsTable})
 	case MySQL:
 		return mysql.WithConnection(ctx, conn, &mysql.Config{MigrationsTable: MigrationsTable})
+	case SQLite:
+		return newLiteDriver(ctx, conn)
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownDialect, string(d))
 }

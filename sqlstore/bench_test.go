@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	modernc "modernc.org/sqlite"
 
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/sqlstore"
@@ -153,6 +154,8 @@ func countingDB(b *testing.B, d dialect, dsn string) (*sql.DB, *atomic.Int64) {
 			b.Fatal(err)
 		}
 		c = stdlib.GetConnector(*cfg)
+	case "sqlite":
+		c = liteConnector{dsn}
 	default:
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
@@ -168,6 +171,12 @@ func countingDB(b *testing.B, d dialect, dsn string) (*sql.DB, *atomic.Int64) {
 	b.Cleanup(func() { db.Close() })
 	return db, n
 }
+
+// liteConnector opens dsn with modernc.org/sqlite.
+type liteConnector struct{ dsn string }
+
+func (c liteConnector) Connect(context.Context) (driver.Conn, error) { return c.Driver().Open(c.dsn) }
+func (c liteConnector) Driver() driver.Driver                        { return &modernc.Driver{} }
 
 type counting struct {
 	driver.Connector

@@ -33,7 +33,7 @@ func readMySQLRow(t *testing.T, db *sql.DB, mutex string) mysqlRow {
 // insert. The Store must not trust it: a loser is still told the owner,
 // and stale renewals and releases still fail.
 func TestMySQLClientFoundRows(t *testing.T) {
-	d := dialects[1]
+	d := mysqlDB
 	ctx := t.Context()
 	dsn := d.migrated(t)
 	s := d.newStore(t, dsn+"?clientFoundRows=true")
@@ -64,7 +64,7 @@ func TestMySQLClientFoundRows(t *testing.T) {
 // takeover writes the new owner's times and a greater token — each column
 // judged by the row as it was, not as half-updated.
 func TestMySQLAssignmentOrder(t *testing.T) {
-	d := dialects[1]
+	d := mysqlDB
 	ctx := t.Context()
 	dsn := d.migrated(t)
 	s, db := d.newStore(t, dsn), d.open(t, dsn)

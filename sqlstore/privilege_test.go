@@ -16,7 +16,7 @@ import (
 // hand-off by push (LISTEN/NOTIFY and named locks need no privilege),
 // release — and cannot create anything.
 func TestLeastPrivilegeRole(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forAll(t, servers, func(t *testing.T, d dialect) {
 		ctx := t.Context()
 		dsn := d.migrated(t)
 		admin := d.open(t, dsn)

@@ -193,6 +193,17 @@ func (h *hub) notify(mutex string) {
 	}
 }
 
+// mutexes returns the watched mutexes.
+func (h *hub) mutexes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ms := make([]string, 0, len(h.subs))
+	for m := range h.subs {
+		ms = append(ms, m)
+	}
+	return ms
+}
+
 // recheck wakes every subscriber: notifications may have been missed.
 func (h *hub) recheck() {
 	h.mu.Lock()

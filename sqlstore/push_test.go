@@ -134,7 +134,7 @@ func TestSmallPoolPolls(t *testing.T) {
 // killed by the server while a waiter waits; the waiter still acquires
 // within the I5 bound after the release.
 func TestPushPathKilledMidWait(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forAll(t, servers, func(t *testing.T, d dialect) {
 		dsn := d.migrated(t)
 		a, b := d.newStore(t, dsn), d.newStore(t, dsn)
 		admin := d.open(t, dsn)

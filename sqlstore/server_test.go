@@ -16,7 +16,7 @@ import (
 // TestSessionTimeZone: a session time zone far from UTC (and not a whole
 // hour) shifts neither expiry nor remaining durations.
 func TestSessionTimeZone(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forAll(t, servers, func(t *testing.T, d dialect) {
 		ctx := t.Context()
 		dsn := d.migrated(t)
 		odd := dsn + "?time_zone=%27%2B05%3A45%27"
@@ -106,7 +106,7 @@ func TestTokensSurviveRestart(t *testing.T) {
 	for _, c := range []struct {
 		d       dialect
 		private func(testing.TB) *testserver.SQLServer
-	}{{dialects[0], testserver.PrivatePostgres}, {dialects[1], testserver.PrivateMySQL}} {
+	}{{postgres, testserver.PrivatePostgres}, {mysqlDB, testserver.PrivateMySQL}} {
 		t.Run(c.d.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()

@@ -10,6 +10,7 @@ import (
 
 	mydb "github.com/simba-go/simba/internal/db/mysql"
 	pgdb "github.com/simba-go/simba/internal/db/postgres"
+	litedb "github.com/simba-go/simba/internal/db/sqlite"
 	"github.com/simba-go/simba/lease"
 )
 
@@ -27,17 +28,18 @@ var ErrInvalidTable = errors.New("sqlstore: invalid table name")
 // Compile-time check that Store keeps the port.
 var _ lease.Store = (*Store)(nil)
 
-// Store is a [lease.Store] on one SQL database. Make one with [NewPostgres]
-// or [NewMySQL]. All methods are safe for concurrent use.
+// Store is a [lease.Store] on one SQL database. Make one with [NewPostgres],
+// [NewMySQL] or [NewSQLite]. All methods are safe for concurrent use.
 type Store struct {
 	eng     engine
-	dialect string // "postgres" or "mysql", for messages
+	dialect string // "postgres", "mysql" or "sqlite", for messages
 	retries int
 	hub     *hub       // nil when push is off
 	hooks   grantHooks // what the push path learns from our calls
 }
 
-// An Option configures a Store made by [NewPostgres] or [NewMySQL].
+// An Option configures a Store made by [NewPostgres], [NewMySQL] or
+// [NewSQLite].
 type Option func(*config) error
 
 type config struct {
@@ -138,6 +140,35 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// NewSQLite returns a Store on the SQLite database db, opened with a
+// database/sql driver for SQLite 3.38 or later — the pure-Go
+// modernc.org/sqlite ("sqlite") needs no cgo. Every process that opens the
+// same file shares its mutexes; times come from SQLite's clock, the host's.
+// The table must exist (see package schema, dialect SQLite). Open the file
+// in WAL mode with a busy timeout and immediate write transactions, for
+// example
+//
+//	sql.Open("sqlite", "file:/var/lib/app/locks.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+//
+// A statement refused with SQLITE_BUSY or SQLITE_LOCKED did nothing and is
+// retried until ctx ends (at most 10 s). Push: while anyone waits, one
+// connection of the pool polls PRAGMA data_version every 20 ms, a local
+// read, and wakes waiters when the owner changes. db stays the caller's:
+// the Store never closes or configures it.
+func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
+	c, err := newConfig(db, opts)
+	if err != nil {
+		return nil, err
+	}
+	dbtx := rewrite(db, c.table, litedb.Acquire, litedb.Renew, litedb.Release, litedb.Get)
+	s := &Store{eng: liteEngine{db: dbtx}, dialect: "sqlite", retries: c.retries, hooks: noHooks{}}
+	if c.push {
+		s.hub = &hub{pool: db}
+		s.hub.backend = &poller{db: db, table: c.table, hub: s.hub, log: c.logger}
+	}
+	return s, nil
+}
+
 func newConfig(db *sql.DB, opts []Option) (config, error) {
 	c := config{table: DefaultTable, retries: DefaultRetries, push: true, doorbells: DefaultDoorbells,
 		logger: slog.New(slog.DiscardHandler)}
@@ -169,7 +200,7 @@ var tableWord = regexp.MustCompile(`\b` + DefaultTable + `\b`)
 // rewrite returns db itself for the default table, else a dbtx that runs
 // queries (the generated query texts) with table in place of the default
 // name. The texts are rewritten here, once; any other text passes through.
-func rewrite(db *sql.DB, table string, queries ...string) dbtx {
+func rewrite(db dbtx, table string, queries ...string) dbtx {
 	if table == DefaultTable {
 		return db
 	}
@@ -183,7 +214,7 @@ func rewrite(db *sql.DB, table string, queries ...string) dbtx {
 // renamed runs the generated queries on another table. Its map is never
 // written after rewrite returns.
 type renamed struct {
-	db      *sql.DB
+	db      dbtx
 	queries map[string]string
 }
 
