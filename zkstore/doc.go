@@ -74,9 +74,12 @@
 //
 // # Caveats
 //
-// Lapse is judged on the clock of the ZooKeeper server that leads when
-// each write commits: keep the ensemble's clocks in sync (NTP), as the
-// SQL stores need a sane database clock. go-zookeeper requests take no
+// Lapse is judged on the wall clock of the ZooKeeper server that leads
+// when each write commits (a node's mtime): keep the ensemble's clocks in
+// sync (NTP), as the SQL stores need a sane database clock. A step of the
+// leader's clock, or a new leader whose clock differs, moves lapses by as
+// much; the holder's safety margin absorbs small differences. Session
+// expiry does not depend on wall clocks. go-zookeeper requests take no
 // context: a call whose context ends returns at once, and its request
 // finishes in the background when the conn answers or fails it.
 package zkstore

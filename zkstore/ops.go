@@ -133,7 +133,8 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 			released = true
 		}
 	}
-	s.setDoubt(k, false)
+	// A doubt stays: a create whose reply was lost may still land, and the
+	// next Acquire must look for its node before making another.
 	if !released {
 		return fmt.Errorf("%w: zkstore: release %q token %d", lease.ErrNotHeld, mutex, token)
 	}

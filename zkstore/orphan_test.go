@@ -1,6 +1,7 @@
 package zkstore_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -48,6 +49,44 @@ func TestLostCreateReply(t *testing.T) {
 	slices.Sort(after)
 	if len(before) != 2 || !slices.Equal(before, after) {
 		t.Errorf("nodes before the retries %v, after %v; want the same two", before, after)
+	}
+}
+
+// TestSlowCreateAbandoned (I7, S9): an Acquire gives up (its context
+// ends) while its create is still on the wire; the create lands later.
+// The next Acquire finds that node instead of leaving a second one.
+func TestSlowCreateAbandoned(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	p, addrs := proxied(t, srv.Servers())
+	s := newStore(t, connect(t, addrs, tckSession), tckSession, srv.Root())
+	ctx := t.Context()
+	const name = "i7/slow-create"
+	warm, err := s.Acquire(ctx, name, "warm", time.Second, time.Second) // the mutex's znode exists
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, name, "warm", warm.Token); err != nil {
+		t.Fatal(err)
+	}
+	p[0].Delay(300 * time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = s.Acquire(short, name, "a", time.Second, time.Second)
+	cancel()
+	if err == nil {
+		t.Fatal("Acquire through a 300 ms delay returned within 100 ms")
+	}
+	time.Sleep(700 * time.Millisecond) // the create lands
+	p.Heal()
+	if n := children(t, s, srv, name); len(n) != 1 {
+		t.Fatalf("after the abandoned create: nodes %v, want one", n)
+	}
+	rec, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("Acquire after the abandoned create = %+v, %v; want held", rec, err)
+	}
+	if n := children(t, s, srv, name); len(n) != 1 {
+		t.Errorf("after the retry: nodes %v, want one", n)
 	}
 }
 
