@@ -23,6 +23,14 @@ type engine interface {
 	release(ctx context.Context, mutex, owner string, token int64) (ok bool, err error)
 	// get reads the row; found is false for an unknown mutex.
 	get(ctx context.Context, mutex string) (row, error)
+	// list reads every row with a live grant, by mutex.
+	list(ctx context.Context) ([]listed, error)
+}
+
+// listed is a row of a listing.
+type listed struct {
+	mutex string
+	row
 }
 
 // row is one mutex's row with the server's now.
@@ -152,6 +160,34 @@ func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
 		return lease.Record{}, s.errorf("get", mutex, err)
 	}
 	return r.record(), nil
+}
+
+// Grant is a live grant as [Store.List] reports it.
+type Grant struct {
+	// Mutex is the name of the mutex.
+	Mutex string
+	lease.Record
+}
+
+// List returns every mutex with a live grant, ordered by name, with
+// remaining durations on the server's clock — for status pages and the
+// simba CLI. It reads the whole table: keep it off hot paths.
+func (s *Store) List(ctx context.Context) ([]Grant, error) {
+	var ls []listed
+	err := s.retry(ctx, func() (err error) {
+		ls, err = s.eng.list(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: %s list: %w", s.dialect, err)
+	}
+	out := make([]Grant, 0, len(ls))
+	for _, l := range ls {
+		if rec := l.record(); rec.Owner != "" {
+			out = append(out, Grant{Mutex: l.mutex, Record: rec})
+		}
+	}
+	return out, nil
 }
 
 func (s *Store) errorf(op, mutex string, err error) error {

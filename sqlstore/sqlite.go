@@ -54,3 +54,15 @@ func (e liteEngine) get(ctx context.Context, mutex string) (row, error) {
 	}
 	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, nil
 }
+
+func (e liteEngine) list(ctx context.Context) ([]listed, error) {
+	rs, err := e.q.List(ctx, e.db)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]listed, len(rs))
+	for i, r := range rs {
+		out[i] = listed{r.Mutex, row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}}
+	}
+	return out, nil
+}

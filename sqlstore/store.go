@@ -110,7 +110,7 @@ func NewPostgres(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	dbtx := rewrite(db, c.table, pgdb.Acquire, pgdb.Renew, pgdb.Release, pgdb.Get)
+	dbtx := rewrite(db, c.table, pgdb.Acquire, pgdb.Renew, pgdb.Release, pgdb.Get, pgdb.List)
 	channel := channelName(c.table)
 	s := &Store{eng: pgEngine{db: dbtx, channel: channel}, dialect: "postgres", retries: c.retries, hooks: noHooks{}}
 	if c.push {
@@ -130,7 +130,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	dbtx := rewrite(db, c.table, mydb.Acquire, mydb.Renew, mydb.Release, mydb.Get)
+	dbtx := rewrite(db, c.table, mydb.Acquire, mydb.Renew, mydb.Release, mydb.Get, mydb.List)
 	s := &Store{eng: myEngine{db: dbtx}, dialect: "mysql", retries: c.retries, hooks: noHooks{}}
 	if c.push {
 		s.hub = &hub{pool: db}
@@ -160,7 +160,7 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	dbtx := rewrite(db, c.table, litedb.Acquire, litedb.Renew, litedb.Release, litedb.Get)
+	dbtx := rewrite(db, c.table, litedb.Acquire, litedb.Renew, litedb.Release, litedb.Get, litedb.List)
 	s := &Store{eng: liteEngine{db: dbtx}, dialect: "sqlite", retries: c.retries, hooks: noHooks{}}
 	if c.push {
 		s.hub = &hub{pool: db}

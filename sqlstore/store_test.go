@@ -180,3 +180,40 @@ func TestContextCanceled(t *testing.T) {
 		}
 	})
 }
+
+// TestList: List shows the live grants by name, not released or lapsed
+// ones, with their owners, tokens and remaining durations.
+func TestList(t *testing.T) {
+	forEach(t, func(t *testing.T, d dialect) {
+		ctx := t.Context()
+		s := d.newStore(t, d.migrated(t))
+		if gs, err := s.List(ctx); err != nil || len(gs) != 0 {
+			t.Fatalf("List of an empty table = %+v, %v", gs, err)
+		}
+		b, _ := s.Acquire(ctx, "list/b", "owner-b", ttl, tr)
+		a, _ := s.Acquire(ctx, "list/a", "owner-a", ttl, tr)
+		r, _ := s.Acquire(ctx, "list/released", "owner-r", ttl, tr)
+		if err := s.Release(ctx, "list/released", "owner-r", r.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Acquire(ctx, "list/lapsed", "owner-l", time.Millisecond, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		gs, err := s.List(ctx)
+		if err != nil || len(gs) != 2 {
+			t.Fatalf("List = %+v, %v; want list/a and list/b", gs, err)
+		}
+		for i, want := range []struct {
+			name string
+			rec  lease.Record
+		}{{"list/a", a}, {"list/b", b}} {
+			g := gs[i]
+			if g.Mutex != want.name || g.Owner != want.rec.Owner || g.Token != want.rec.Token ||
+				g.TTL <= ttl-2*time.Second || g.TTL > ttl || g.Transition <= g.TTL {
+				t.Errorf("List[%d] = %+v, want %s held by %s with token %d and about %v left",
+					i, g, want.name, want.rec.Owner, want.rec.Token, ttl)
+			}
+		}
+	})
+}

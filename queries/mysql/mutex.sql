@@ -64,3 +64,11 @@ SELECT owner_id, token, ttl_at, transition_at,
        CAST((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AS SIGNED) AS now_ms
 FROM simba_mutex
 WHERE mutex = sqlc.arg(mutex);
+
+-- name: List :many
+-- Every mutex with a live grant, by name, with the server's now.
+SELECT mutex, owner_id, token, ttl_at, transition_at,
+       CAST((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AS SIGNED) AS now_ms
+FROM simba_mutex
+WHERE owner_id <> '' AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+ORDER BY mutex;

@@ -76,3 +76,11 @@ SELECT m.owner_id, m.token, m.ttl_at, m.transition_at,
        (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 FROM simba_mutex AS m
 WHERE m.mutex = sqlc.arg(mutex);
+
+-- name: List :many
+-- Every mutex with a live grant, by name, with the server's now.
+SELECT m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at,
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+FROM simba_mutex AS m
+WHERE m.owner_id <> '' AND m.transition_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+ORDER BY m.mutex;

@@ -95,6 +95,54 @@ func (q *Queries) Get(ctx context.Context, db DBTX, mutex []byte) (GetRow, error
 	return i, err
 }
 
+const List = `-- name: List :many
+SELECT mutex, owner_id, token, ttl_at, transition_at,
+       CAST((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AS SIGNED) AS now_ms
+FROM simba_mutex
+WHERE owner_id <> '' AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+ORDER BY mutex
+`
+
+type ListRow struct {
+	Mutex        []byte
+	OwnerID      []byte
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	NowMs        int64
+}
+
+// Every mutex with a live grant, by name, with the server's now.
+func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
+	rows, err := db.QueryContext(ctx, List)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRow
+	for rows.Next() {
+		var i ListRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.NowMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const Release = `-- name: Release :execrows
 UPDATE simba_mutex SET
     owner_id      = '',

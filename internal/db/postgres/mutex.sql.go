@@ -109,6 +109,54 @@ func (q *Queries) Get(ctx context.Context, db DBTX, mutex string) (GetRow, error
 	return i, err
 }
 
+const List = `-- name: List :many
+SELECT m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at,
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+FROM simba_mutex AS m
+WHERE m.owner_id <> '' AND m.transition_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+ORDER BY m.mutex
+`
+
+type ListRow struct {
+	Mutex        string
+	OwnerID      string
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	NowMs        int64
+}
+
+// Every mutex with a live grant, by name, with the server's now.
+func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
+	rows, err := db.QueryContext(ctx, List)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRow
+	for rows.Next() {
+		var i ListRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.NowMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const Release = `-- name: Release :one
 WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
 u AS (
