@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/redisstore"
 )
@@ -22,7 +21,7 @@ func TestRenewManyOneCallPerSlot(t *testing.T) {
 	t.Parallel()
 	t.Run("standalone", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.Redis(t)
+		srv := sharedRedis(t)
 		c := dial(t, srv.Addr())
 		n := &counter{}
 		c.AddHook(n)
@@ -30,7 +29,7 @@ func TestRenewManyOneCallPerSlot(t *testing.T) {
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.RedisCluster(t)
+		srv := sharedCluster(t)
 		c := dialCluster(t, srv.Addrs())
 		n := &counter{}
 		c.AddHook(n)

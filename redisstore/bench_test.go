@@ -36,7 +36,7 @@ func benchManager(b *testing.B, srv *testserver.RedisServer, ttl time.Duration) 
 // BenchmarkAcquireRelease: one uncontended Acquire and Release through a
 // Manager (Watch, acquire script, release script).
 func BenchmarkAcquireRelease(b *testing.B) {
-	srv := testserver.PrivateRedis(b)
+	srv := privateRedis(b)
 	m := benchManager(b, srv, 10*time.Second)
 	for b.Loop() {
 		l, err := m.Acquire(bg, "bench")
@@ -52,7 +52,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // BenchmarkHandoff: from one Manager's Release to the grant of another
 // Manager waiting on the mutex (its own client and subscription).
 func BenchmarkHandoff(b *testing.B) {
-	srv := testserver.PrivateRedis(b)
+	srv := privateRedis(b)
 	direct := dial(b, srv.Addr())
 	queue := strings.TrimSuffix(lockKeyOf(srv.KeyPrefix(), "handoff"), ":lock") + ":queue"
 	ms := [2]*lease.Manager{benchManager(b, srv, 10*time.Second), benchManager(b, srv, 10*time.Second)}
@@ -95,7 +95,7 @@ func BenchmarkHandoff(b *testing.B) {
 func BenchmarkWaiters32(b *testing.B) {
 	for _, ttl := range []time.Duration{10 * time.Second, time.Second} {
 		b.Run("ttl="+ttl.String(), func(b *testing.B) {
-			srv := testserver.PrivateRedis(b)
+			srv := privateRedis(b)
 			direct := dial(b, srv.Addr())
 			queue := strings.TrimSuffix(lockKeyOf(srv.KeyPrefix(), "hot"), ":lock") + ":queue"
 			holder := benchManager(b, srv, ttl)

@@ -42,6 +42,18 @@
 // Tokens are about 1.7e15 today and fit uint64 (and Lua's exact integers,
 // up to 2^53, until the year 2255).
 //
+// # Restarts and eviction
+//
+// A Redis that restarts without persistence forgets every grant, and a
+// holder would go on believing it holds its mutex while the server hands it
+// to someone else. The restart guard ([WithRestartGuard], on by default)
+// closes this: a mutex without a fencing counter on a server that has been
+// up for less than the requester's ttl + transition (plus a second) is held
+// back until then, so every forgotten grant has run out, and its holder has
+// been told, before the mutex is granted again. Keys must never be evicted:
+// run Redis with maxmemory-policy noeviction (every key of the Store has an
+// expiry, so the volatile-* policies would evict them).
+//
 // # Failover (asynchronous replication)
 //
 // Redis replicates asynchronously. When a primary fails and a replica that

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/redisstore"
 )
@@ -39,7 +38,7 @@ func manager(t testing.TB, s lease.Store) *lease.Manager {
 // closes every Watch channel it carried, and a new Watch subscribes again.
 func TestWatchClosesWhenSubscriptionBreaks(t *testing.T) {
 	t.Parallel()
-	srv := testserver.PrivateRedis(t)
+	srv := privateRedis(t)
 	c := dial(t, srv.Addr())
 	s := newStore(t, c, srv.KeyPrefix())
 	a, b := watch(t, s, "k", ""), watch(t, s, "k2", "w")
@@ -66,7 +65,7 @@ func TestWatchClosesWhenSubscriptionBreaks(t *testing.T) {
 // once it polled (and watched again) a release wakes it at once.
 func TestSubscriberKilledWaiterStillAcquires(t *testing.T) {
 	t.Parallel()
-	srv := testserver.PrivateRedis(t)
+	srv := privateRedis(t)
 	c := dial(t, srv.Addr())
 	holder := manager(t, newStore(t, dialNamed(t, srv.Addr(), "holder"), srv.KeyPrefix()))
 	waiter := manager(t, newStore(t, dialNamed(t, srv.Addr(), "waiter"), srv.KeyPrefix()))
@@ -128,7 +127,7 @@ func TestSubscriberKilledWaiterStillAcquires(t *testing.T) {
 // server before the holder's deadline is caught.
 func TestPartitionedHolderToldFirst(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Redis(t)
+	srv := sharedRedis(t)
 	p := newProxy(t, srv.Addr())
 	holder := manager(t, newStore(t, dial(t, p.Addr()), srv.KeyPrefix()))
 	other := newStore(t, dial(t, srv.Addr()), srv.KeyPrefix())
@@ -166,7 +165,7 @@ func TestPartitionedHolderToldFirst(t *testing.T) {
 // replica acknowledged it; without a replica the outcome is unknown.
 func TestWaitReplicas(t *testing.T) {
 	t.Parallel()
-	primary := testserver.PrivateRedis(t)
+	primary := privateRedis(t)
 	c := dial(t, primary.Addr())
 	s := newStore(t, c, primary.KeyPrefix(), redisstore.WithWaitReplicas(1, 100*time.Millisecond))
 	_, err := s.Acquire(bg, "r", "a", ttl, tr)
@@ -178,7 +177,7 @@ func TestWaitReplicas(t *testing.T) {
 	}
 	mustLose(t, s, "r", "b") // a loser is not waited for
 
-	replica := testserver.PrivateRedis(t)
+	replica := privateRedis(t)
 	if err := c.ConfigSet(bg, "repl-diskless-sync-delay", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +190,89 @@ func TestWaitReplicas(t *testing.T) {
 		return err == nil && containsLine(info, "master_link_status:up")
 	})
 	s = newStore(t, c, primary.KeyPrefix(), redisstore.WithWaitReplicas(1, time.Second))
-	rec, err := s.Acquire(bg, "r2", "a", time.Minute, tr)
-	if err != nil || !rec.Held("a") {
-		t.Fatalf("Acquire with a replica = %+v, %v", rec, err)
+	rec := mustHold(t, s, "r2", "a")
+	if _, err := s.Renew(bg, "r2", "a", rec.Token, time.Minute, tr); err != nil { // outlives the check
+		t.Fatal(err)
 	}
 	if got, err := dial(t, replica.Addr()).HGet(bg, lockKey(t, c, primary.KeyPrefix(), rec.Token), "o").Result(); err != nil || got != "a" {
 		t.Fatalf("replica's copy of the grant: %q, %v", got, err)
 	}
+}
+
+// TestRestartEmptyMidHold: Redis restarts empty while a Manager holds a
+// lease. The holder loses it (its renewal finds no grant), and the next
+// grant, to another Manager, has a larger token.
+func TestRestartEmptyMidHold(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	holder := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
+	other := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
+	l, err := holder.Acquire(bg, "restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 2*takeover)
+	defer cancel()
+	ol, err := other.Acquire(ctx, "restart")
+	if err != nil {
+		t.Fatalf("other not granted after the restart: %v", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("other granted while the holder's lease was not done")
+	}
+	if ol.Token() <= l.Token() {
+		t.Fatalf("token %d after the restart, %d before", ol.Token(), l.Token())
+	}
+}
+
+// TestServerDownIsUnknownOutcome: with the server stopped or paused, every
+// call fails with an error that is not ErrNotHeld (the outcome is unknown),
+// and none reports a grant; after a restart the store works again.
+func TestServerDownIsUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	s := newStore(t, dial(t, srv.Addr()), srv.KeyPrefix())
+	tok := mustHold(t, s, "down", "a").Token
+	calls := func(what string) {
+		ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+		defer cancel()
+		rec, err := s.Acquire(ctx, "down", "b", ttl, tr)
+		if err == nil || rec.Held("b") {
+			t.Errorf("%s: Acquire = %+v, %v; want an error", what, rec, err)
+		}
+		for name, err := range map[string]error{
+			"Renew":   func() error { _, err := s.Renew(ctx, "down", "a", tok, ttl, tr); return err }(),
+			"Release": s.Release(ctx, "down", "a", tok),
+			"Get":     func() error { _, err := s.Get(ctx, "down"); return err }(),
+			"Watch":   func() error { _, err := s.Watch(ctx, "down", "b"); return err }(),
+		} {
+			if err == nil || errors.Is(err, lease.ErrNotHeld) {
+				t.Errorf("%s: %s error %v, want one of unknown outcome", what, name, err)
+			}
+		}
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	calls("paused")
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	calls("stopped")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if rec := mustLose(t, s, "down", "b"); rec.Owner != "" || rec.Transition <= 0 {
+		t.Fatalf("a new mutex on a server just started: %+v, want it held back by the restart guard", rec)
+	}
+	settled(t, srv.Addr())
+	mustHold(t, s, "down", "b")
 }

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func newStore(t testing.TB, c redis.UniversalClient, prefix string, opts ...redi
 // prefix. When the test ends, every key the Store left must expire.
 func shared(t testing.TB, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
-	srv := testserver.Redis(t)
+	srv := sharedRedis(t)
 	c := dial(t, srv.Addr())
 	t.Cleanup(func() { wantAllExpire(t, c, srv.KeyPrefix()) })
 	return newStore(t, c, srv.KeyPrefix(), opts...)
@@ -156,4 +157,56 @@ func lockKey(t testing.TB, c *redis.Client, prefix string, tok uint64) string {
 	}
 	t.Fatalf("no lock key with token %d among %v", tok, keys)
 	return ""
+}
+
+// The servers of the tests, each up for long enough that the restart guard
+// (see WithRestartGuard) no longer holds back new mutexes with the tests'
+// timings.
+
+func sharedRedis(t testing.TB) *testserver.RedisServer {
+	t.Helper()
+	srv := testserver.Redis(t)
+	settled(t, srv.Addr())
+	return srv
+}
+
+func privateRedis(t testing.TB) *testserver.RedisServer {
+	t.Helper()
+	srv := testserver.PrivateRedis(t)
+	settled(t, srv.Addr())
+	return srv
+}
+
+func sharedCluster(t testing.TB) *testserver.ClusterServer {
+	t.Helper()
+	srv := testserver.RedisCluster(t)
+	settled(t, srv.Addrs()...)
+	return srv
+}
+
+// settledUptime is longer than the guard holds back a mutex whose ttl +
+// transition is at most 1.5 s (the guard counts uptime minus one second).
+const settledUptime = 3
+
+// settled waits until every server at addrs has been up for settledUptime
+// seconds.
+func settled(t testing.TB, addrs ...string) {
+	t.Helper()
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		waitFor(t, "server "+a+" up for a while", func() bool {
+			info, err := c.Info(bg, "server").Result()
+			if err != nil {
+				return false
+			}
+			for _, l := range strings.Split(info, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(l), "uptime_in_seconds:"); ok {
+					n, err := strconv.Atoi(v)
+					return err == nil && n >= settledUptime
+				}
+			}
+			return false
+		})
+		_ = c.Close()
+	}
 }

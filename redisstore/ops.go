@@ -21,7 +21,11 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
 	}
 	k := s.keysOf(mutex)
-	args := []any{contender, ms(ttl), ms(transition), ms(s.cfg.handoff), s.pubCmd, ms(tokenRetention)}
+	guard := "1"
+	if s.cfg.noGuard {
+		guard = "0"
+	}
+	args := []any{contender, ms(ttl), ms(transition), ms(s.cfg.handoff), s.pubCmd, ms(tokenRetention), guard}
 	var v any
 	var err error
 	if s.cfg.waitN > 0 {

@@ -30,10 +30,31 @@ type config struct {
 	waitN       int
 	waitTimeout time.Duration
 	logger      *slog.Logger
+	noGuard     bool
 }
 
 func defaultConfig() config {
 	return config{prefix: DefaultKeyPrefix, handoff: DefaultHandoff}
+}
+
+// WithRestartGuard turns the restart guard on (the default) or off. A Redis
+// server that restarts without persistence forgets every grant, so a
+// holder could believe it holds a mutex that the server would give to
+// someone else at once. With the guard, a mutex that has no fencing
+// counter on a server that has been up for less than the requester's ttl +
+// transition (plus one second) is held back, as a hand-off is: Acquire
+// reports an empty Owner and the time to wait, and queues the caller. By
+// then every grant the server forgot has run out, and its holder has been
+// told. The guard assumes the old holder used the same ttl and transition
+// as the requester. It costs an INFO call only when a mutex gets its first
+// grant in a day, and delays only first grants in the first seconds after a
+// server starts. Turn it off only if Redis persists every write (AOF with
+// appendfsync always) or the delay after a start is unacceptable.
+func WithRestartGuard(on bool) Option {
+	return func(c *config) error {
+		c.noGuard = !on
+		return nil
+	}
 }
 
 // WithKeyPrefix puts every key and channel of the Store under prefix

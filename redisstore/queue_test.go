@@ -44,9 +44,9 @@ func TestReleaseHandsOffInQueueOrder(t *testing.T) {
 func TestCrashedWaiterExpires(t *testing.T) {
 	t.Parallel()
 	s := shared(t, redisstore.WithHandoff(time.Minute))
-	rec, err := s.Acquire(bg, "x", "a", time.Minute, tr)
-	if err != nil || !rec.Held("a") {
-		t.Fatalf("Acquire = %+v, %v", rec, err)
+	rec, err := s.Renew(bg, "x", "a", mustHold(t, s, "x", "a").Token, time.Minute, tr)
+	if err != nil {
+		t.Fatal(err)
 	}
 	mustLose(t, s, "x", "crashed")
 	for end := time.Now().Add(2*(ttl+tr) + 100*time.Millisecond); time.Now().Before(end); {

@@ -8,18 +8,18 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/redisstore"
 )
 
 // TestTokensIncreaseAcrossEmptyRestart restarts a Redis without persistence
-// between grants: every key is gone, yet the next token is larger.
+// between grants: every key is gone, yet the next token is larger. The
+// restart guard is off, so grants follow the restart at once.
 func TestTokensIncreaseAcrossEmptyRestart(t *testing.T) {
 	t.Parallel()
-	srv := testserver.PrivateRedis(t)
+	srv := privateRedis(t)
 	c := dial(t, srv.Addr())
-	s := newStore(t, c, srv.KeyPrefix())
+	s := newStore(t, c, srv.KeyPrefix(), redisstore.WithRestartGuard(false))
 	var last uint64
 	for round := range 3 {
 		for i := range 5 {
@@ -45,7 +45,7 @@ func TestTokensIncreaseAcrossEmptyRestart(t *testing.T) {
 // (a burst, or a clock stepped back) keeps counting up.
 func TestTokenCounterAheadOfClock(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Redis(t)
+	srv := sharedRedis(t)
 	c := dial(t, srv.Addr())
 	s := newStore(t, c, srv.KeyPrefix())
 	tok := mustHold(t, s, "ahead", "a").Token
@@ -80,7 +80,7 @@ func tokenKey(t *testing.T, c *redis.Client, prefix string) string {
 // key of a mutex carries the same hash tag.
 func TestOddNamesNeverCollide(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Redis(t)
+	srv := sharedRedis(t)
 	c := dial(t, srv.Addr())
 	s := newStore(t, c, srv.KeyPrefix())
 	names := []string{"a", "{a}", "{a", "a}", "{", "}", "{}", "}{", ":", "a:b", "a:{b}", "a/b", "a b", "a ", " a",
@@ -120,7 +120,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("New(%s) error %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	srv := testserver.Redis(t)
+	srv := sharedRedis(t)
 	c := dial(t, srv.Addr())
 	for name, opt := range map[string]redisstore.Option{
 		"prefix with {":    redisstore.WithKeyPrefix("a{b"),
@@ -188,7 +188,7 @@ func TestBadInput(t *testing.T) {
 // error of unknown outcome, never a grant or a panic.
 func TestGarbageUnderOurKeys(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Redis(t)
+	srv := sharedRedis(t)
 	c := dial(t, srv.Addr())
 	s := newStore(t, c, srv.KeyPrefix())
 	mustHold(t, s, "g", "a")

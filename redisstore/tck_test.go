@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/faultproxy"
-	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/tck"
 )
@@ -22,7 +21,7 @@ func TestTCK(t *testing.T) {
 		tck.Run(t, tck.Harness{
 			MultiContend: tckMultiContend,
 			Open: func(t *testing.T) tck.Backend {
-				srv := testserver.Redis(t)
+				srv := sharedRedis(t)
 				return tck.Backend{
 					Client: func() lease.Store { return newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()) },
 					Partitioned: func() (lease.Store, tck.Partition) {
@@ -37,7 +36,7 @@ func TestTCK(t *testing.T) {
 		tck.Run(t, tck.Harness{
 			MultiContend: tckMultiContend,
 			Open: func(t *testing.T) tck.Backend {
-				srv := testserver.RedisCluster(t)
+				srv := sharedCluster(t)
 				return tck.Backend{
 					Client: func() lease.Store { return newStore(t, dialCluster(t, srv.Addrs()), srv.KeyPrefix()) },
 				}

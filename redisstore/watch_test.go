@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/redisstore"
 )
@@ -64,7 +63,7 @@ func TestWatchWakesOnlyTheHead(t *testing.T) {
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
-		srv := testserver.RedisCluster(t)
+		srv := sharedCluster(t)
 		testWakesOnlyTheHead(t, newStore(t, dialCluster(t, srv.Addrs()), srv.KeyPrefix(), redisstore.WithHandoff(0)))
 	})
 }
@@ -102,7 +101,7 @@ func testWakesOnlyTheHead(t *testing.T, s *redisstore.Store) {
 // closes with the last watch.
 func TestOneSubscriptionPerStore(t *testing.T) {
 	t.Parallel()
-	srv := testserver.PrivateRedis(t)
+	srv := privateRedis(t)
 	c := dial(t, srv.Addr())
 	s := newStore(t, c, srv.KeyPrefix())
 	ctx, cancel := context.WithCancel(bg)
