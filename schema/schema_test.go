@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
 
 	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/schema"
@@ -22,15 +25,16 @@ func TestUpDownVersion(t *testing.T) {
 	for _, c := range []struct {
 		name, driver string
 		d            schema.Dialect
-		server       func(testing.TB) *testserver.SQLServer
+		dsn          func(testing.TB) string
 	}{
-		{"postgres", "pgx", schema.Postgres, testserver.Postgres},
-		{"mysql", "mysql", schema.MySQL, testserver.MySQL},
+		{"postgres", "pgx", schema.Postgres, func(t testing.TB) string { return testserver.Postgres(t).DSN() }},
+		{"mysql", "mysql", schema.MySQL, func(t testing.TB) string { return testserver.MySQL(t).DSN() }},
+		{"sqlite", "sqlite", schema.SQLite, liteDSN},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			db, err := sql.Open(c.driver, c.server(t).DSN())
+			db, err := sql.Open(c.driver, c.dsn(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +98,7 @@ func TestBadArguments(t *testing.T) {
 	if err := schema.Migrate(ctx, db, "oracle"); !errors.Is(err, schema.ErrUnknownDialect) {
 		t.Errorf("Migrate(oracle) = %v, want ErrUnknownDialect", err)
 	}
-	for _, d := range []schema.Dialect{schema.Postgres, schema.MySQL} {
+	for _, d := range []schema.Dialect{schema.Postgres, schema.MySQL, schema.SQLite} {
 		f, err := schema.FS(d)
 		if err != nil {
 			t.Fatal(err)
@@ -104,5 +108,45 @@ func TestBadArguments(t *testing.T) {
 				t.Errorf("FS(%s): %v", d, err)
 			}
 		}
+	}
+}
+
+// liteDSN is a new SQLite file with a busy timeout.
+func liteDSN(t testing.TB) string {
+	return "file:" + filepath.Join(t.TempDir(), "simba.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+}
+
+// TestSQLiteConcurrentMigrate: processes that start on a fresh file at
+// once (as simba CLI invocations do) each migrate it; they take turns,
+// none fails, and the file ends at version 1.
+func TestSQLiteConcurrentMigrate(t *testing.T) {
+	dsn := liteDSN(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		db, err := sql.Open("sqlite", dsn) // one pool each, like separate processes
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = schema.Migrate(context.Background(), db, schema.SQLite)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("migrator %d: %v", i, err)
+		}
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, dirty, err := schema.Version(context.Background(), db, schema.SQLite); err != nil || v != 1 || dirty {
+		t.Errorf("Version = %d, %v, %v; want 1, clean", v, dirty, err)
 	}
 }
