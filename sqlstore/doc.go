@@ -1,5 +1,6 @@
-// Package sqlstore is a [lease.Store] on PostgreSQL or MySQL/MariaDB through
-// a *sql.DB the caller owns.
+// Package sqlstore is a [lease.Store] on PostgreSQL, MySQL/MariaDB or SQLite
+// through a *sql.DB the caller owns. SQLite (see [NewSQLite]) needs no
+// server: processes on one host share a file.
 //
 // Set-up, once per database (see package schema), then one Store and one
 // Manager per process:
@@ -7,7 +8,7 @@
 //	db, err := sql.Open("pgx", "postgres://app@db/app") // pgx v5 stdlib, or lib/pq
 //	if err != nil { ... }
 //	if err := schema.Migrate(ctx, db, schema.Postgres); err != nil { ... }
-//	store, err := sqlstore.NewPostgres(db) // MySQL: schema.MySQL, sqlstore.NewMySQL
+//	store, err := sqlstore.NewPostgres(db) // or schema.MySQL + NewMySQL, schema.SQLite + NewSQLite
 //	if err != nil { ... }
 //	m, err := lease.NewManager(store)
 //	if err != nil { ... }
@@ -58,6 +59,10 @@
 //     mutex loses, a borrowed connection blocks on that doorbell and wakes
 //     the waiters when it frees. At most [WithDoorbells] waiting
 //     connections, and with the holder's never more than half the pool.
+//   - SQLite: while any waiter of this Store waits, one borrowed connection
+//     reads PRAGMA data_version every 20 ms (a local read; it changes when
+//     another connection or process commits) and, on a change, wakes the
+//     waiters of watched mutexes whose owner changed.
 //
 // Notifications are hints: the row is the only source of truth, and every
 // waiter still polls, so a lost notification delays a waiter but never
