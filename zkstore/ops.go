@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -44,19 +43,7 @@ func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64
 			}
 			continue // gone: find says so; moved on: try the new version
 		}
-		if st.Czxid != own.czxid {
-			s.forget(k)
-			return notHeld("the node was replaced")
-		}
-		if st.Mtime-own.mtime >= ms(own.g.ttl+own.g.transition) {
-			if err := s.remove(ctx, path.Dir(own.path), own.path, st.Version); err != nil && !gone(err) {
-				return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", mutex, err)
-			}
-			s.forget(k)
-			return notHeld("the grant had lapsed")
-		}
-		s.remember(k, &ownNode{path: own.path, session: own.session, czxid: st.Czxid, version: st.Version, mtime: st.Mtime, g: g})
-		return s.held(contender, st.Czxid, ttl, transition), nil
+		return s.renewed(ctx, lease.RenewRequest{Mutex: mutex, Contender: contender, Token: token, TTL: ttl, Transition: transition}, own, g, st)
 	}
 	return lease.Record{}, fmt.Errorf("zkstore: renew %q: the node kept changing", mutex)
 }
