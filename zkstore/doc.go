@@ -1,5 +1,8 @@
 // Package zkstore is a [lease.Store] on Apache ZooKeeper (3.5 or later),
-// over a *zk.Conn (github.com/go-zookeeper/zk) that the caller owns.
+// over a *zk.Conn (github.com/go-zookeeper/zk) that the caller owns. It
+// is also a [lease.Watcher] (ZooKeeper watches) and a
+// [lease.BatchRenewer] (one multi request renews all of a Manager's
+// grants).
 //
 //	conn, _, err := zk.Connect(servers, 10*time.Second)
 //	...
@@ -66,7 +69,8 @@
 //
 // Requests per call (go test -bench . ./zkstore/): an uncontended
 // Acquire 3 (create, list, claim; 5 the first time, creating the mutex's
-// znode), Renew 1 (a conditional write), Release 1 (a multi: delete and
+// znode), Renew 1 (a conditional write; one multi for all renewals of a
+// Manager that are due together), Release 1 (a multi: delete and
 // stamp), the Acquire of a waiter whose turn came 2, a waiter's poll
 // while the mutex is held 5 (it syncs its server with the leader before
 // concluding it lost), Get 3 (sync, list, read). A release reaches the
