@@ -83,7 +83,11 @@
 // sync (NTP), as the SQL stores need a sane database clock. A step of the
 // leader's clock, or a new leader whose clock differs, moves lapses by as
 // much; the holder's safety margin absorbs small differences. Session
-// expiry does not depend on wall clocks. go-zookeeper requests take no
+// expiry does not depend on wall clocks. Tokens never repeat as long as
+// ZooKeeper keeps its transaction log (forceSync=yes, the default): a
+// server that loses acknowledged transactions can reuse a zxid.
+//
+// go-zookeeper requests take no
 // context: a call whose context ends returns at once, and its request
 // finishes in the background when the conn answers or fails it.
 package zkstore
