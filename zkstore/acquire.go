@@ -71,12 +71,7 @@ func (s *Store) enqueue(ctx context.Context, dir string, k nodeKey, g grant) (*o
 		if err != nil {
 			return nil, queue{}, err
 		}
-		q, err := s.list(ctx, dir)
-		if err != nil || !q.has(path.Base(n.path)) {
-			s.forget(k)
-			return nil, q, err
-		}
-		return n, q, nil
+		return s.listed(ctx, dir, k, n)
 	}
 	q, err := s.list(ctx, dir)
 	if err != nil {
@@ -97,10 +92,20 @@ func (s *Store) enqueue(ctx context.Context, dir string, k nodeKey, g grant) (*o
 			return nil, q, err
 		}
 	}
-	q, err = s.list(ctx, dir)
-	if err != nil || !q.has(path.Base(n.path)) {
-		s.forget(k)
+	return s.listed(ctx, dir, k, n)
+}
+
+// listed lists the queue after contender's node n was made or found; n
+// is nil when it is not in the listing (its session expired meanwhile).
+// A failed listing keeps n known: it exists.
+func (s *Store) listed(ctx context.Context, dir string, k nodeKey, n *ownNode) (*ownNode, queue, error) {
+	q, err := s.list(ctx, dir)
+	if err != nil {
 		return nil, q, err
+	}
+	if !q.has(path.Base(n.path)) {
+		s.forget(k)
+		return nil, q, nil
 	}
 	return n, q, nil
 }
