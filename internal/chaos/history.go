@@ -1,0 +1,91 @@
+// Package chaos is the fault campaign's record keeping: the history of a
+// run (holds and register operations, every one on the run's monotonic
+// clock), the fenced and unfenced registers the workload writes through,
+// and the checker of RELIABILITY.md's invariants over a history.
+//
+// A hold is one lease as its holder saw it: when the winning acquire was
+// sent, when it returned, and when the holder learned the lease was over
+// (Done, or the return of its Release). Holders in one process share the
+// run's clock, so the intervals of different contenders can be compared
+// directly (I3, I6); holders in other processes are judged through the
+// fenced register, the server's record of their writes (I2).
+package chaos
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Open marks a hold that had not ended when the history was taken.
+const Open time.Duration = -1
+
+// Hold is one lease of one contender, times on the run's clock.
+type Hold struct {
+	Mutex  string
+	Client string // the contender id
+	Token  uint64
+	// Sent is when the acquire that granted the lease was sent (the grant
+	// happened after it), Acquired when it returned.
+	Sent, Acquired time.Duration
+	// Done is when the holder learned the lease was over: Done() closed or
+	// Release returned. Open while it holds.
+	Done time.Duration
+	// Lost is true when the lease ended by loss, not by Release.
+	Lost bool
+}
+
+// History collects holds and register operations from concurrent
+// contenders. The zero value is not usable: make one with [NewHistory].
+type History struct {
+	start time.Time
+
+	mu    sync.Mutex
+	holds []*Hold
+}
+
+// NewHistory starts the run's clock.
+func NewHistory() *History { return &History{start: time.Now()} }
+
+// Now is the time on the run's monotonic clock.
+func (h *History) Now() time.Duration { return time.Since(h.start) }
+
+// Begin records a lease that was just granted and returns its hold, to be
+// ended with End.
+func (h *History) Begin(mutex, client string, token uint64, sent, acquired time.Duration) *Hold {
+	hd := &Hold{Mutex: mutex, Client: client, Token: token, Sent: sent, Acquired: acquired, Done: Open}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.holds = append(h.holds, hd)
+	return hd
+}
+
+// End records when hd's holder learned its lease was over.
+func (h *History) End(hd *Hold, done time.Duration, lost bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd.Done, hd.Lost = done, lost
+}
+
+// Holds returns a copy of the holds recorded so far.
+func (h *History) Holds() []Hold {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Hold, len(h.holds))
+	for i, hd := range h.holds {
+		out[i] = *hd
+	}
+	return out
+}
+
+// Violation is one breach of an invariant, with what shows it.
+type Violation struct {
+	Invariant string // "I1", "I2", ...
+	Detail    string
+}
+
+func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
+
+func violation(inv, format string, args ...any) Violation {
+	return Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)}
+}
