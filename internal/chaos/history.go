@@ -60,11 +60,14 @@ func (h *History) Begin(mutex, client string, token uint64, sent, acquired time.
 	return hd
 }
 
-// End records when hd's holder learned its lease was over.
+// End records when hd's holder learned its lease was over. The first
+// call counts: a holder that let go and then saw Done ended at the former.
 func (h *History) End(hd *Hold, done time.Duration, lost bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hd.Done, hd.Lost = done, lost
+	if hd.Done == Open {
+		hd.Done, hd.Lost = done, lost
+	}
 }
 
 // Holds returns a copy of the holds recorded so far.

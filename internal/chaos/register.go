@@ -25,9 +25,9 @@ type Register struct {
 	mu      sync.Mutex
 	value   int
 	highest uint64
-	ok      int        // accepted writes
-	refused int        // refused reads and writes
-	order   []uint64   // token of every accepted write, in order
+	ok      int      // accepted writes
+	refused int      // refused reads and writes
+	order   []uint64 // token of every accepted write, in order
 	byToken map[uint64]string
 	broken  []Violation
 }

@@ -1,0 +1,159 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/memstore"
+)
+
+// Timings of the in-memory campaigns (fake time: they cost no wall time).
+const (
+	campTTL   = 600 * time.Millisecond
+	campTr    = 300 * time.Millisecond
+	campThink = time.Second // longer than ttl: renewals must go on mid-update
+	campRun   = 2 * time.Minute
+)
+
+// campaign runs three workers on store (each its own Manager) for campRun
+// of fake time while a nemesis hangs a random worker's store calls now and
+// then (S4: a holder cut off), and returns the report, the registers and
+// how many faults it injected.
+func campaign(t *testing.T, mem *memstore.Store, store lease.Store, seed uint64) (Report, *Register, *Register, int) {
+	h, fenced, unfenced := NewHistory(), NewRegister(true), NewRegister(false)
+	ctx, cancel := context.WithTimeout(t.Context(), campRun)
+	defer cancel()
+	var wg sync.WaitGroup
+	names := []string{"w0", "w1", "w2"}
+	for _, name := range names {
+		m, err := lease.NewManager(store, lease.WithTTL(campTTL), lease.WithTransition(campTr), lease.WithContenderID(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &Worker{Name: name, Manager: m, Mutex: "campaign", Fenced: fenced, Unfenced: unfenced, History: h, Think: campThink}
+		wg.Go(func() {
+			w.Run(ctx)
+			m.Close(context.Background())
+		})
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	faults := 0
+	for sleep(ctx, time.Duration(500+rng.IntN(1500))*time.Millisecond) {
+		mem.FailContender(names[rng.IntN(len(names))], memstore.FaultHang)
+		faults++
+		sleep(ctx, time.Duration(100+rng.IntN(2000))*time.Millisecond)
+		mem.Heal()
+	}
+	mem.Heal()
+	wg.Wait()
+	return CheckHolds(h.Holds()), fenced, unfenced, faults
+}
+
+// TestCampaignMemstore: on a correct store, a campaign of cut-off holders
+// breaks no invariant, fenced writes lose nothing, and leases are lost
+// (the faults did bite).
+func TestCampaignMemstore(t *testing.T) {
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memstore.New()
+				rep, fenced, unfenced, faults := campaign(t, mem, mem, seed)
+				vs := append(rep.Violations, fenced.Check()...)
+				for _, v := range vs {
+					t.Error(v)
+				}
+				fs, us := fenced.Stats(), unfenced.Stats()
+				t.Logf("%d faults, %d holds (%d lost), margin %v; fenced %+v; unfenced %+v",
+					faults, rep.Holds, rep.Lost, rep.Margin, fs, us)
+				if rep.Lost == 0 || fs.Accepted < 20 {
+					t.Errorf("the campaign did not exercise the store: %d holds lost, %d increments", rep.Lost, fs.Accepted)
+				}
+			})
+		})
+	}
+}
+
+// TestCampaignCatchesBrokenStores: the same campaign on stores with a
+// planted bug reports it — tokens that do not grow (I1), and grants that
+// lapse before their holders' deadlines (I6).
+func TestCampaignCatchesBrokenStores(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		wrap func(lease.Store) lease.Store
+		want string
+	}{
+		{"flat tokens", func(s lease.Store) lease.Store { return flatTokens{s} }, "I1"},
+		{"early expiry", func(s lease.Store) lease.Store { return earlyExpiry{s} }, "I6"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memstore.New()
+				rep, fenced, _, _ := campaign(t, mem, c.wrap(mem), 1)
+				found := map[string]int{}
+				for _, v := range append(rep.Violations, fenced.Check()...) {
+					found[v.Invariant]++
+				}
+				if found[c.want] == 0 {
+					t.Errorf("no %s violation found (found %v)", c.want, found)
+				}
+			})
+		})
+	}
+}
+
+// flatTokens is a store whose every grant has token 1.
+type flatTokens struct{ lease.Store }
+
+func (s flatTokens) Acquire(ctx context.Context, m, c string, ttl, tr time.Duration) (lease.Record, error) {
+	r, err := s.Store.Acquire(ctx, m, c, ttl, tr)
+	if r.Token != 0 {
+		r.Token = 1
+	}
+	return r, err
+}
+
+func (s flatTokens) Renew(ctx context.Context, m, c string, tok uint64, ttl, tr time.Duration) (lease.Record, error) {
+	cur, err := s.Store.Get(ctx, m)
+	if err != nil || cur.Owner != c {
+		return cur, lease.ErrNotHeld
+	}
+	r, err := s.Store.Renew(ctx, m, c, cur.Token, ttl, tr)
+	r.Token = 1
+	return r, err
+}
+
+func (s flatTokens) Release(ctx context.Context, m, c string, tok uint64) error {
+	cur, err := s.Store.Get(ctx, m)
+	if err != nil || cur.Owner != c {
+		return s.Store.Release(ctx, m, c, 0)
+	}
+	return s.Store.Release(ctx, m, c, cur.Token)
+}
+
+// earlyExpiry is a store whose grants lapse at ttl on the server while it
+// tells their holders they last ttl + transition: another contender can be
+// granted the mutex before the holder's deadline.
+type earlyExpiry struct{ lease.Store }
+
+func (s earlyExpiry) Acquire(ctx context.Context, m, c string, ttl, tr time.Duration) (lease.Record, error) {
+	r, err := s.Store.Acquire(ctx, m, c, ttl, 0)
+	return promise(r, c, tr), err
+}
+
+func (s earlyExpiry) Renew(ctx context.Context, m, c string, tok uint64, ttl, tr time.Duration) (lease.Record, error) {
+	r, err := s.Store.Renew(ctx, m, c, tok, ttl, 0)
+	return promise(r, c, tr), err
+}
+
+func promise(r lease.Record, c string, tr time.Duration) lease.Record {
+	if r.Held(c) {
+		r.Transition = r.TTL + tr
+	}
+	return r
+}

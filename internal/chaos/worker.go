@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Worker is one contender of a campaign: it loops acquire, read–sleep–write
+// through both registers, release, and records every hold in the history.
+type Worker struct {
+	Name     string         // the contender id of its Manager
+	Manager  *lease.Manager // its own, with its own store client
+	Mutex    string
+	Fenced   *Register
+	Unfenced *Register
+	History  *History
+	// Think is the sleep between read and write: the window in which a
+	// fault that costs the lease finds the holder mid-update.
+	Think time.Duration
+}
+
+// Run loops until ctx ends and returns how many increments the fenced
+// register accepted from it.
+func (w *Worker) Run(ctx context.Context) int {
+	done := 0
+	for ctx.Err() == nil {
+		sent := w.History.Now()
+		l, err := w.Manager.Acquire(ctx, w.Mutex)
+		if err != nil {
+			if !sleep(ctx, 10*time.Millisecond) { // the store is away: try again
+				return done
+			}
+			continue
+		}
+		hd := w.History.Begin(w.Mutex, w.Name, l.Token(), sent, w.History.Now())
+		ended := make(chan struct{})
+		go func() { // a loss is recorded when the holder is told
+			defer close(ended)
+			<-l.Done()
+			if errors.Is(l.Err(), lease.ErrLost) {
+				w.History.End(hd, w.History.Now(), true)
+			}
+		}()
+		if w.cycle(l) {
+			done++
+		}
+		if l.Held() {
+			// The holder stops believing before it lets go.
+			w.History.End(hd, w.History.Now(), false)
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = l.Release(rctx)
+		cancel()
+		<-ended
+	}
+	return done
+}
+
+// cycle increments both registers once under l; true when the fenced
+// write was accepted.
+func (w *Worker) cycle(l *lease.Lease) bool {
+	ctx, tok := l.Context(), l.Token()
+	fv, ferr := w.Fenced.Read(w.Name, tok)
+	uv, _ := w.Unfenced.Read(w.Name, tok)
+	if !sleep(ctx, w.Think) {
+		return false
+	}
+	if ctx.Err() != nil { // told it lost the lease: do not write
+		return false
+	}
+	_ = w.Unfenced.Write(w.Name, tok, uv+1)
+	return ferr == nil && w.Fenced.Write(w.Name, tok, fv+1) == nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
