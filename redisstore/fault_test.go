@@ -190,9 +190,15 @@ func TestWaitReplicas(t *testing.T) {
 		return err == nil && containsLine(info, "master_link_status:up")
 	})
 	s = newStore(t, c, primary.KeyPrefix(), redisstore.WithWaitReplicas(1, time.Second))
-	rec := mustHold(t, s, "r2", "a")
-	if _, err := s.Renew(bg, "r2", "a", rec.Token, time.Minute, tr); err != nil { // outlives the check
+	// A first, short grant gives "r2" its counter, so the restart guard
+	// lets the minute-long one below through at once.
+	plain := newStore(t, c, primary.KeyPrefix())
+	if err := plain.Release(bg, "r2", "x", mustHold(t, plain, "r2", "x").Token); err != nil {
 		t.Fatal(err)
+	}
+	rec, err := s.Acquire(bg, "r2", "a", time.Minute, tr) // outlives the check
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("Acquire with a replica = %+v, %v", rec, err)
 	}
 	if got, err := dial(t, replica.Addr()).HGet(bg, lockKey(t, c, primary.KeyPrefix(), rec.Token), "o").Result(); err != nil || got != "a" {
 		t.Fatalf("replica's copy of the grant: %q, %v", got, err)
@@ -275,4 +281,31 @@ func TestServerDownIsUnknownOutcome(t *testing.T) {
 	}
 	settled(t, srv.Addr())
 	mustHold(t, s, "down", "b")
+}
+
+// TestSilentSubscriptionBreaks: a subscription connection that stops
+// answering (black-holed, nothing reset) is found by the health check's
+// ping and closes its Watch channels, so waiters fall back to polling.
+func TestSilentSubscriptionBreaks(t *testing.T) {
+	t.Parallel()
+	srv := sharedRedis(t)
+	p := newProxy(t, srv.Addr())
+	s := newStore(t, dial(t, p.Addr()), srv.KeyPrefix(), redisstore.WithHealthCheck(100*time.Millisecond))
+	ch := watch(t, s, "silent", "w")
+	time.Sleep(300 * time.Millisecond) // healthy: pings are answered
+	select {
+	case _, ok := <-ch:
+		t.Fatalf("a healthy subscription ended (open %v)", ok)
+	default:
+	}
+	p.Blackhole()
+	defer p.Heal()
+	select {
+	case _, ok := <-ch:
+		if ok {
+			t.Fatal("event through a black hole")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a black-holed subscription still open after 5 s (health check 100 ms)")
+	}
 }

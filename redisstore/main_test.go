@@ -32,8 +32,8 @@ var bg = context.Background()
 // Timings of the raw-store tests: long enough for a slow machine, short
 // enough to wait out.
 const (
-	ttl = 300 * time.Millisecond
-	tr  = 200 * time.Millisecond
+	ttl = 500 * time.Millisecond
+	tr  = 300 * time.Millisecond
 )
 
 // dial returns a client of addr, closed when the test ends. Context

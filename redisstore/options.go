@@ -31,10 +31,11 @@ type config struct {
 	waitTimeout time.Duration
 	logger      *slog.Logger
 	noGuard     bool
+	health      time.Duration // see healthCheck; shorter in tests
 }
 
 func defaultConfig() config {
-	return config{prefix: DefaultKeyPrefix, handoff: DefaultHandoff}
+	return config{prefix: DefaultKeyPrefix, handoff: DefaultHandoff, health: healthCheck}
 }
 
 // WithRestartGuard turns the restart guard on (the default) or off. A Redis

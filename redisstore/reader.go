@@ -18,7 +18,7 @@ func (h *hub) read(sh *shard) {
 	ctx := context.Background()
 	pinged := false
 	for {
-		msg, err := sh.ps.ReceiveTimeout(ctx, healthCheck)
+		msg, err := sh.ps.ReceiveTimeout(ctx, h.s.cfg.health)
 		if err != nil {
 			if isTimeout(err) && !pinged {
 				pinged = true
