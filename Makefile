@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 
 SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: test vet fmt-check generate generate-check servers example fuzz bench-sql
+.PHONY: test vet fmt-check generate generate-check servers example fuzz bench-sql chaos
 
 test: fmt-check vet generate-check servers
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
@@ -33,6 +33,14 @@ generate-check:
 # Round trips and hand-off time of the SQL stores (real servers).
 bench-sql:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./sqlstore/
+
+# The fault campaign on every backend (internal/chaos); make test runs it
+# for 20 s per backend. CHAOS_FOR per backend, CHAOS_SEED for the nemesis.
+CHAOS_FOR  ?= 10m
+CHAOS_SEED ?= 1
+chaos: servers
+	$(GO) test -race -count=1 -timeout 0 -run 'TestCampaign$$' -v ./internal/chaos/ \
+		-chaos.duration $(CHAOS_FOR) -chaos.seed $(CHAOS_SEED)
 
 # Checks for the server binaries the store tests start; installs them with
 # apt-get when missing and running as root on Debian/Ubuntu.

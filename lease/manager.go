@@ -32,6 +32,17 @@ type Manager struct {
 	// abandonedUntil holds, per mutex, when a grant whose Stop gave up on
 	// its callbacks has surely lapsed on the server.
 	abandonedUntil map[string]time.Time
+	// unreleased holds, per mutex, a token of ours that the store may still
+	// grant us but that must never be handed out again (its holder was
+	// told the lease ended, and releasing it failed), and until when it
+	// could still be live.
+	unreleased map[string]unreleasedGrant
+}
+
+// unreleasedGrant is an entry of Manager.unreleased.
+type unreleasedGrant struct {
+	token uint64
+	until time.Time
 }
 
 // NewManager returns a Manager for store. It starts no goroutine until it
@@ -54,6 +65,7 @@ func NewManager(store Store, opts ...Option) (*Manager, error) {
 		contenders: make(map[*Contender]struct{}),
 
 		abandonedUntil: make(map[string]time.Time),
+		unreleased:     make(map[string]unreleasedGrant),
 	}
 	m.watcher, _ = store.(Watcher)
 	if br, ok := store.(BatchRenewer); ok {
@@ -257,4 +269,26 @@ func (m *Manager) abandoned(name string) time.Duration {
 	}
 	delete(m.abandonedUntil, name)
 	return 0
+}
+
+// keepRefusing records that token of name could not be released: a later
+// slot of name must give it up instead of handing it out. The record ends
+// once the grant has surely lapsed on the server.
+func (m *Manager) keepRefusing(name string, token uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unreleased[name] = unreleasedGrant{token, m.cfg.clock.Now().Add(m.cfg.ttl + m.cfg.transition)}
+}
+
+// refused returns (and forgets) the token of name that keepRefusing
+// recorded, 0 when none is still live.
+func (m *Manager) refused(name string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.unreleased[name]
+	delete(m.unreleased, name)
+	if !ok || !m.cfg.clock.Now().Before(g.until) {
+		return 0
+	}
+	return g.token
 }

@@ -304,3 +304,34 @@ type timer struct{ t *time.Timer }
 
 func (t timer) C() <-chan time.Time { return t.t.C }
 func (t timer) Stop() bool          { return t.t.Stop() }
+
+// TestUnreleasedGrantIsNotReused: a Release whose outcome stays unknown
+// leaves the grant possibly live under the old token; while the store keeps
+// failing to release it, a later local lease must not be handed that same
+// token (found by the fault campaign: a PostgreSQL restart during a
+// release gave one contender token 6 twice).
+func TestUnreleasedGrantIsNotReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder()
+		m := newMgr(t, watching(r), "a")
+		first := mustAcquire(t, m, "job")
+		r.SetFault(func(op memstore.Op, _, _ string) memstore.Fault {
+			if op == memstore.OpRelease {
+				return memstore.FaultFail
+			}
+			return memstore.FaultNone
+		})
+		if err := first.Release(bg); err == nil {
+			t.Fatal("Release succeeded through a failing store")
+		}
+		next := make(chan *lease.Lease, 1)
+		go func() { next <- mustAcquire(t, m, "job") }()
+		time.Sleep(tTTL) // releases keep failing meanwhile
+		r.Heal()
+		second := <-next
+		if second.Token() <= first.Token() {
+			t.Errorf("second local grant has token %d, want greater than the unreleased %d", second.Token(), first.Token())
+		}
+		_ = second.Release(bg)
+	})
+}

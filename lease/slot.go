@@ -191,6 +191,9 @@ func (s *slot) run() {
 		case <-s.wake:
 		default:
 		}
+		if p.lostToken == 0 { // one an earlier slot of this name left
+			p.lostToken = s.m.refused(s.name)
+		}
 		s.attempt(ctx, &p, &events)
 	}
 }
@@ -231,9 +234,14 @@ func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 	}
 	p.queued = false
 	if rec.Token == p.lostToken {
-		// Our own grant that we already declared lost: the holder was told,
-		// so it must not come back under the same token. Give it up.
-		s.release(ctx, rec.Token)
+		// Our own grant that we already declared lost (or could not
+		// release): the holder was told, so it must not come back under the
+		// same token. Give it up; until the store confirms, keep refusing it.
+		if err := s.release(ctx, rec.Token); err != nil && !errors.Is(err, ErrNotHeld) {
+			p.errs++
+			s.wait(cfg.backoff(p.errs-1), events)
+			return
+		}
 		p.lostToken = 0
 		return
 	}
@@ -288,7 +296,9 @@ func (s *slot) cleanup(p *progress) {
 	}
 	switch {
 	case p.lostToken != 0:
-		s.release(ctx, p.lostToken)
+		if err := s.release(ctx, p.lostToken); err != nil && !errors.Is(err, ErrNotHeld) {
+			m.keepRefusing(s.name, p.lostToken)
+		}
 	case p.queued || p.uncertain:
 		s.release(ctx, 0)
 	}

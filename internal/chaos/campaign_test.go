@@ -45,7 +45,11 @@ func campaign(t *testing.T, mem *memstore.Store, store lease.Store, seed uint64)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	faults := 0
 	for sleep(ctx, time.Duration(500+rng.IntN(1500))*time.Millisecond) {
-		mem.FailContender(names[rng.IntN(len(names))], memstore.FaultHang)
+		victim := h.Holder("campaign") // mostly the holder: that is where faults bite
+		if victim == "" || rng.IntN(4) == 0 {
+			victim = names[rng.IntN(len(names))]
+		}
+		mem.FailContender(victim, memstore.FaultHang)
 		faults++
 		sleep(ctx, time.Duration(100+rng.IntN(2000))*time.Millisecond)
 		mem.Heal()

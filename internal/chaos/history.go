@@ -70,6 +70,18 @@ func (h *History) End(hd *Hold, done time.Duration, lost bool) {
 	}
 }
 
+// Holder returns the client of an open hold of mutex, "" when none.
+func (h *History) Holder(mutex string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.holds) - 1; i >= 0; i-- {
+		if hd := h.holds[i]; hd.Mutex == mutex && hd.Done == Open {
+			return hd.Client
+		}
+	}
+	return ""
+}
+
 // Holds returns a copy of the holds recorded so far.
 func (h *History) Holds() []Hold {
 	h.mu.Lock()

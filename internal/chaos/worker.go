@@ -20,6 +20,8 @@ type Worker struct {
 	// Think is the sleep between read and write: the window in which a
 	// fault that costs the lease finds the holder mid-update.
 	Think time.Duration
+
+	pause pauser
 }
 
 // Run loops until ctx ends and returns how many increments the fenced
@@ -70,6 +72,9 @@ func (w *Worker) cycle(l *lease.Lease) bool {
 	}
 	if ctx.Err() != nil { // told it lost the lease: do not write
 		return false
+	}
+	if d := w.pause.take(); d > 0 {
+		time.Sleep(d) // stopped between its check and its write, unaware
 	}
 	_ = w.Unfenced.Write(w.Name, tok, uv+1)
 	return ferr == nil && w.Fenced.Write(w.Name, tok, fv+1) == nil

@@ -1,0 +1,205 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Faulter is a fault that can be put on one client's connection
+// (internal/faultproxy's Proxy is one).
+type Faulter interface {
+	Blackhole()
+	Cut()
+	Delay(d time.Duration)
+	Heal()
+}
+
+// Server is a store server the nemesis may pause or restart (a private
+// internal/testserver Process is one).
+type Server interface {
+	Pause() error
+	Resume() error
+	Restart() error
+}
+
+// Setup is one backend of a campaign.
+type Setup struct {
+	Name string
+	// Client returns a new store client, with its own connection behind its
+	// own Faulter (nil when the store is in-process), and the Manager
+	// options the store needs (nil for the campaign's ttl and transition).
+	Client func() (lease.Store, Faulter, []lease.Option)
+	// Server, when not nil, may be paused and restarted.
+	Server Server
+	// TTL and Transition of the Managers (unless Client's options say
+	// otherwise).
+	TTL, Transition time.Duration
+	// Workers is the number of contenders (default 3).
+	Workers int
+}
+
+// Fault kinds of the nemesis (RELIABILITY.md's scenarios).
+const (
+	FaultBlackhole    = "blackhole a holder (S4)"
+	FaultCut          = "reset a holder's connection (S4)"
+	FaultDelay        = "slow a holder's calls to ttl/2 (S10)"
+	FaultPauseHolder  = "pause a holder mid-update (S1)"
+	FaultPauseServer  = "pause the server (S3)"
+	FaultRestartSrv   = "restart the server (S3)"
+	episodeSettleTime = 500 * time.Millisecond
+)
+
+// Episode is one injected fault and what followed it.
+type Episode struct {
+	Fault string
+	// Healed is when the fault ended; Takeover how long after it the next
+	// lease was acquired (-1 when none was by the end of the run).
+	Healed, Takeover time.Duration
+}
+
+// Result is what a campaign on one setup produced.
+type Result struct {
+	Setup    string
+	Episodes []Episode
+	Report   Report
+	Fenced   RegisterStats
+	Unfenced RegisterStats
+	// Violations are every invariant breach: the holds', the fenced
+	// register's, and takeovers past the I5 bound.
+	Violations []Violation
+}
+
+// Run runs a campaign on s for d: Workers contenders incrementing the
+// registers while a nemesis injects a random fault, lets it last, heals it
+// and waits for things to settle, again and again. rng seeds the choices.
+func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
+	if s.Workers == 0 {
+		s.Workers = 3
+	}
+	h, fenced, unfenced := NewHistory(), NewRegister(true), NewRegister(false)
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	type member struct {
+		w *Worker
+		f Faulter
+	}
+	members := make([]member, s.Workers)
+	var wg sync.WaitGroup
+	for i := range members {
+		store, f, opts := s.Client()
+		name := fmt.Sprintf("%s-w%d", s.Name, i)
+		if opts == nil {
+			opts = []lease.Option{lease.WithTTL(s.TTL), lease.WithTransition(s.Transition)}
+		}
+		m, err := lease.NewManager(store, append(opts, lease.WithContenderID(name))...)
+		if err != nil {
+			return Result{Setup: s.Name, Violations: []Violation{violation("setup", "%v", err)}}
+		}
+		w := &Worker{Name: name, Manager: m, Mutex: "chaos/" + s.Name, Fenced: fenced, Unfenced: unfenced,
+			History: h, Think: s.TTL}
+		members[i] = member{w, f}
+		wg.Go(func() {
+			w.Run(ctx)
+			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+			m.Close(cctx)
+			ccancel()
+		})
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(len(s.Name))))
+	kinds := []string{FaultBlackhole, FaultCut, FaultDelay, FaultPauseHolder}
+	if s.Server != nil {
+		kinds = append(kinds, FaultPauseServer, FaultRestartSrv)
+	}
+	span := s.TTL + s.Transition
+	var episodes []Episode
+	for sleep(ctx, episodeSettleTime+time.Duration(rng.Int64N(int64(span)))) {
+		kind := kinds[rng.IntN(len(kinds))]
+		victim := members[rng.IntN(len(members))]
+		if holder := h.Holder(members[0].w.Mutex); holder != "" && rng.IntN(4) > 0 {
+			for _, m := range members { // mostly the holder: that is where faults bite
+				if m.w.Name == holder {
+					victim = m
+				}
+			}
+		}
+		if victim.f == nil && (kind == FaultBlackhole || kind == FaultCut || kind == FaultDelay) {
+			kind = FaultPauseHolder
+		}
+		last := time.Duration(rng.Int64N(int64(2 * span)))
+		switch kind {
+		case FaultBlackhole:
+			victim.f.Blackhole()
+		case FaultCut:
+			victim.f.Cut()
+		case FaultDelay:
+			victim.f.Delay(s.TTL / 2)
+		case FaultPauseHolder:
+			victim.w.PauseNext(last)
+		case FaultPauseServer:
+			_ = s.Server.Pause()
+		case FaultRestartSrv:
+			_ = s.Server.Restart()
+		}
+		sleep(ctx, last)
+		switch kind {
+		case FaultBlackhole, FaultCut, FaultDelay:
+			victim.f.Heal()
+		case FaultPauseServer:
+			_ = s.Server.Resume()
+		}
+		episodes = append(episodes, Episode{Fault: kind, Healed: h.Now(), Takeover: -1})
+	}
+	for _, m := range members {
+		if m.f != nil {
+			m.f.Heal()
+		}
+	}
+	wg.Wait()
+	res := Result{Setup: s.Name, Report: CheckHolds(h.Holds()), Fenced: fenced.Stats(), Unfenced: unfenced.Stats()}
+	res.Episodes = takeovers(episodes, h.Holds())
+	res.Violations = append(append(res.Violations, res.Report.Violations...), fenced.Check()...)
+	// I5: after a healed fault some contender holds within ttl +
+	// transition + jitter (1 s) + a holder's think time + a poll.
+	bound := span + time.Second + s.TTL + time.Second
+	for _, e := range res.Episodes {
+		if e.Takeover > bound {
+			res.Violations = append(res.Violations, violation("I5", "%s: first grant %v after healing %q (bound %v)",
+				s.Name, e.Takeover, e.Fault, bound))
+		}
+	}
+	return res
+}
+
+// takeovers fills in, for each episode, how long after its healing the
+// next lease was acquired.
+func takeovers(eps []Episode, holds []Hold) []Episode {
+	acq := make([]time.Duration, len(holds))
+	for i, h := range holds {
+		acq[i] = h.Acquired
+	}
+	sort.Slice(acq, func(i, j int) bool { return acq[i] < acq[j] })
+	for i, e := range eps {
+		j := sort.Search(len(acq), func(k int) bool { return acq[k] >= e.Healed })
+		if j < len(acq) {
+			eps[i].Takeover = acq[j] - e.Healed
+		}
+	}
+	return eps
+}
+
+// pauser lets the nemesis stop a worker between its check of the lease
+// and its write, as a stop-the-world pause or SIGSTOP would.
+type pauser struct{ next atomic.Int64 }
+
+// PauseNext makes the worker's next write wait d after it checked that it
+// still holds its lease.
+func (w *Worker) PauseNext(d time.Duration) { w.pause.next.Store(int64(d)) }
+
+func (p *pauser) take() time.Duration { return time.Duration(p.next.Swap(0)) }
