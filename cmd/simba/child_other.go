@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "syscall"
+
+// dieWithParent does nothing where there is no parent-death signal: if simba
+// is killed with SIGKILL, CMD runs on without the lock.
+func dieWithParent(*syscall.SysProcAttr) {}

@@ -1,0 +1,174 @@
+// Command simba runs commands under distributed locks and leader election,
+// on any store of simba-go: like flock, consul lock or etcdctl lock, with
+// fencing tokens and with SQLite, PostgreSQL, MySQL/MariaDB, Redis or
+// ZooKeeper behind it.
+//
+//	simba run     [flags] NAME -- CMD [ARG...]  run CMD while holding the lock NAME
+//	simba elect   [flags] NAME -- CMD [ARG...]  keep CMD running only while this process leads NAME
+//	simba status  [flags] [--json] [NAME...]    owners, tokens, remaining ttl and transition
+//	simba migrate [flags] up|down|version       the schema of a SQL store
+//	simba help    [COMMAND]
+//
+// Flags come before NAME. Every command takes --store URL (default: the
+// environment variable SIMBA_STORE, else a SQLite file in the user's state
+// directory, $XDG_STATE_HOME/simba/simba.db or ~/.local/state/simba/simba.db,
+// created and migrated on first use). Store URLs:
+//
+//	sqlite://PATH, sqlite:///ABS/PATH   a SQLite file (pure Go; migrated on first use)
+//	postgres://USER:PW@HOST:PORT/DB?... PostgreSQL (pgx); migrate once with simba migrate up
+//	mysql://USER:PW@HOST:PORT/DB?...    MySQL 8 or MariaDB 10.5+; migrate once with simba migrate up
+//	redis://USER:PW@HOST:PORT/DB        Redis (rediss:// for TLS); HOST:PORT,HOST:PORT,... is a Redis Cluster
+//	zk://HOST:PORT,HOST:PORT/ROOT       ZooKeeper, mutexes under ROOT (default /simba)
+//
+// run and elect take --ttl (default 10s) and --transition (default 6s); on
+// ZooKeeper their sum is the session timeout (default 10s, split 5:3).
+//
+// # simba run
+//
+// run acquires NAME, waiting as long as --wait says (default: forever;
+// --no-wait makes one attempt), then runs CMD with SIMBA_LOCK (the name),
+// SIMBA_OWNER (this process's contender id) and SIMBA_TOKEN (the fencing
+// token, which only grows) added to its environment, and its standard input,
+// output and error those of simba. Pass SIMBA_TOKEN to whatever CMD writes to,
+// and have it reject tokens lower than the highest it has seen: nothing else
+// protects against a holder that was paused past its lease.
+//
+// CMD runs in a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT
+// sent to simba are forwarded to that group. (A CMD that reads the terminal
+// should not be run in the background of an interactive shell this way.)
+// When CMD exits, simba releases the lock and exits with CMD's status. If the
+// lease is lost while CMD runs (its renewals failed until the deadline at
+// which the store could grant it to another), simba sends SIGTERM to CMD's
+// group, SIGKILL after --grace (default 10s) but never later than half the
+// safety margin (max(transition/2, ttl/10)) after the loss, so that CMD is gone
+// before anyone else can be granted the lock, and exits with 76. If simba
+// itself is killed (SIGKILL, a crash), CMD gets SIGKILL from the kernel
+// (Linux; processes that CMD started are not reached): it must not run on
+// without the lock.
+//
+// # simba elect
+//
+// elect contends for NAME and runs CMD while it leads, with SIMBA_LOCK,
+// SIMBA_OWNER and SIMBA_TOKEN as for run. When leadership is lost, CMD gets
+// SIGTERM and, as for run, SIGKILL before anyone else can lead; when it comes
+// back, CMD is started again with the new token. When CMD exits by itself
+// while leading, simba resigns (so that another process, perhaps on a healthy
+// machine, takes over) and contends again after a back-off of 1s, doubling up
+// to 30s and starting from 1s again once CMD had run for a minute. SIGINT or
+// SIGTERM to simba stops CMD (SIGTERM, SIGKILL after --grace), resigns and
+// exits 0; SIGHUP and SIGQUIT are forwarded to CMD's group.
+//
+// # simba status
+//
+// status prints, for each NAME, the owner, the fencing token and the time
+// left of the owner's ttl and of its transition (after which anyone may take
+// it), in a table or, with --json, as a JSON array of objects with the fields
+// lock, owner, token, ttl_ms and transition_ms. Without NAMEs, SQL stores list
+// every held lock; Redis and ZooKeeper cannot list theirs and need NAMEs.
+//
+// # simba migrate
+//
+// migrate applies (up) or reverts (down) the schema of a SQL store, or prints
+// its version. down drops the table and every lease in it, and fencing tokens
+// of the store start again from 1: stop every holder first. Redis and
+// ZooKeeper need no schema; migrate says so and exits 0. PostgreSQL and MySQL
+// are never migrated implicitly: run simba migrate up once, with a role that
+// may create tables. SQLite files are migrated on first use.
+//
+// # Exit codes
+//
+// simba run exits with CMD's own exit status, or 128+N when signal N ended
+// CMD. simba's own outcomes have the codes below, and all but 0 come with
+// exactly one line on standard error, starting with "simba: " (by which a
+// script tells them from a CMD that exits with the same code):
+//
+//	0      success (elect: stopped by SIGINT or SIGTERM)
+//	64     usage: bad flags, unknown command, bad store URL
+//	69     store unavailable: unreachable, not migrated, or failing
+//	70     internal error
+//	75     run: lock not acquired: held (--no-wait), or --wait ran out
+//	76     run: the lease was lost while CMD ran; CMD was terminated
+//	126    run: CMD could not be started
+//	127    run: CMD not found
+//	128+N  run: simba was interrupted by signal N while waiting for the lock
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+func main() {
+	quietDrivers()
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
+}
+
+// cli is one invocation: its environment and standard streams.
+type cli struct {
+	environ        []string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// getenv returns the last value of key in the invocation's environment.
+func (c *cli) getenv(key string) string {
+	v := ""
+	for _, kv := range c.environ {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// printf writes one line "simba: ..." to standard error.
+func (c *cli) printf(format string, args ...any) {
+	fmt.Fprintln(c.stderr, "simba: "+oneLine(fmt.Sprintf(format, args...)))
+}
+
+// commands maps each command name to its implementation.
+var commands = map[string]func(c *cli, args []string) error{
+	"run":     (*cli).cmdRun,
+	"elect":   (*cli).cmdElect,
+	"status":  (*cli).cmdStatus,
+	"migrate": (*cli).cmdMigrate,
+}
+
+// run executes one simba invocation and returns its exit code.
+func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{environ: environ, stdin: stdin, stdout: stdout, stderr: stderr}
+	return c.exitCode(c.dispatch(args))
+}
+
+func (c *cli) dispatch(args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, usage[""])
+		return fail(codeUsage, "no command (see simba help)")
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return c.help(rest)
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		return fail(codeUsage, "unknown command %q (commands: run, elect, status, migrate, help)", name)
+	}
+	return cmd(c, rest)
+}
+
+// help prints the usage of simba or of one command to standard output.
+func (c *cli) help(args []string) error {
+	topic := ""
+	if len(args) > 0 {
+		topic = args[0]
+	}
+	text, ok := usage[topic]
+	if !ok {
+		return fail(codeUsage, "help: unknown command %q", topic)
+	}
+	fmt.Fprint(c.stdout, text)
+	return nil
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// releaseTimeout bounds the release and the Manager's close at exit; a
+// release that does not complete lets the grant lapse by itself.
+const releaseTimeout = 5 * time.Second
+
+// cmdRun implements simba run.
+func (c *cli) cmdRun(args []string) error {
+	f := c.newFlags("run")
+	var tf timingFlags
+	tf.register(f)
+	wait := f.Duration("wait", 0, "give up after this long")
+	noWait := f.Bool("no-wait", false, "one attempt")
+	if err := c.parse(f, args); err != nil {
+		return err
+	}
+	waitSet := false
+	f.Visit(func(fl *flag.Flag) { waitSet = waitSet || fl.Name == "wait" })
+	switch {
+	case waitSet && *noWait:
+		return fail(codeUsage, "run: --wait and --no-wait exclude each other")
+	case waitSet && *wait <= 0:
+		return fail(codeUsage, "run: --wait must be positive (or use --no-wait)")
+	}
+	s, err := c.newSession(f, &tf, releaseTimeout)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	l, err := c.acquire(s.m, s.name, *wait, *noWait, s.sigs)
+	if err != nil {
+		return err
+	}
+	ch, err := startChild(s.argv, leaseEnv(c.environ, l), c.stdin, c.stdout, c.stderr)
+	if err != nil {
+		c.release(l)
+		return err
+	}
+	return c.supervise(l, ch, s.grace, s.b.timing, s.sigs)
+}
+
+// acquire takes name, waiting as told; a signal while waiting ends simba
+// with 128+N.
+func (c *cli) acquire(m *lease.Manager, name string, wait time.Duration, noWait bool, sigs <-chan os.Signal) (*lease.Lease, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if wait > 0 {
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	type result struct {
+		l   *lease.Lease
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		var r result
+		if noWait {
+			r.l, r.err = m.TryAcquire(ctx, name)
+		} else {
+			r.l, r.err = m.Acquire(ctx, name)
+		}
+		res <- r
+	}()
+	var sig os.Signal
+	var r result
+	for done := false; !done; {
+		select {
+		case r = <-res:
+			done = true
+		case s := <-sigs:
+			sig = s
+			cancel()
+		}
+	}
+	switch {
+	case r.err == nil && sig != nil:
+		c.release(r.l) // acquired while being interrupted
+		fallthrough
+	case sig != nil:
+		return nil, fail(codeSignal+int(sig.(syscall.Signal)), "run: interrupted by %v while waiting for %q", sig, name)
+	case r.err == nil:
+		return r.l, nil
+	case errors.Is(r.err, lease.ErrNotAcquired):
+		held := c.holder(m, name)
+		if noWait {
+			return nil, fail(codeBusy, "run: %q is held%s", name, held)
+		}
+		return nil, fail(codeBusy, "run: %q not acquired within %v: held%s", name, wait, held)
+	}
+	return nil, withCode(codeUnavailable, r.err)
+}
+
+// holder describes the owner of name for a message.
+func (c *cli) holder(m *lease.Manager, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	o, err := m.Get(ctx, name)
+	switch {
+	case err != nil:
+		return ""
+	case o.Free() && o.Transition > 0:
+		// A fair hand-off to a waiter, or a store that just restarted.
+		return fmt.Sprintf(" back by the store for another %v", o.Transition.Round(time.Millisecond))
+	case o.Free():
+		return ""
+	}
+	return fmt.Sprintf(" by %s (token %d)", o.ID, o.Token)
+}
+
+// supervise waits for CMD, forwarding signals, and terminates it when the
+// lease is lost; it returns CMD's status, or the lease-lost error.
+func (c *cli) supervise(l *lease.Lease, ch *child, grace time.Duration, tm timing, sigs <-chan os.Signal) error {
+	for running := true; running; {
+		select {
+		case <-ch.done:
+			running = false
+		case s := <-sigs:
+			ch.signal(s)
+		case <-l.Done():
+			ch.stop(killBound(grace, tm), sigs)
+			return fail(codeLost, "run: lease on %q (token %d) was lost; %s was terminated (%s)", l.Name(), l.Token(), ch.cmd.Path, ch.state)
+		}
+	}
+	if err := c.release(l); errors.Is(err, lease.ErrLost) {
+		return fail(codeLost, "run: lease on %q (token %d) was lost before %s exited (%s); its work may not have been exclusive", l.Name(), l.Token(), ch.cmd.Path, ch.state)
+	}
+	return exitStatus(ch.exitCode())
+}
+
+// release releases l; an error other than a lost lease is reported as a
+// warning, since the grant lapses by itself after ttl + transition.
+func (c *cli) release(l *lease.Lease) error {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	err := l.Release(ctx)
+	if err != nil && !errors.Is(err, lease.ErrLost) {
+		c.printf("warning: release %q: %v", l.Name(), err)
+	}
+	return err
+}

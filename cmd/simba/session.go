@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// session is what run and elect share: the lock's name, CMD, the signals
+// simba receives, the open store and a Manager on it.
+type session struct {
+	name   string
+	argv   []string
+	grace  time.Duration
+	sigs   chan os.Signal
+	b      *backend
+	m      *lease.Manager
+	ending time.Duration // bounds the Manager's Close (the release) at exit
+}
+
+// newSession parses run's and elect's shared arguments, catches the signals
+// to forward, and opens the store. Close it.
+func (c *cli) newSession(f *flags, tf *timingFlags, ending time.Duration) (*session, error) {
+	name, argv, err := nameAndCommand(f.cmd, f.Args())
+	if err != nil {
+		return nil, err
+	}
+	tm, err := tf.timing(f)
+	if err != nil {
+		return nil, err
+	}
+	t, err := c.storeTarget(f.store)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{name: name, argv: argv, grace: tf.grace, sigs: make(chan os.Signal, 8), ending: ending}
+	signal.Notify(s.sigs, forwarded...)
+	if s.b, err = c.open(context.Background(), t, tm, forLeases); err != nil {
+		s.Close()
+		return nil, err
+	}
+	opts := append([]lease.Option{lease.WithLogger(c.logger())}, s.b.opts...)
+	if s.m, err = lease.NewManager(s.b.store, opts...); err != nil {
+		s.Close()
+		return nil, fail(codeUsage, "%s: %v", f.cmd, err)
+	}
+	return s, nil
+}
+
+// Close closes the Manager (releasing what it holds, bounded by ending) and
+// the store, and stops catching signals.
+func (s *session) Close() {
+	if s.m != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.ending)
+		defer cancel()
+		_ = s.m.Close(ctx)
+	}
+	if s.b != nil {
+		s.b.Close()
+	}
+	signal.Stop(s.sigs)
+}
