@@ -40,7 +40,7 @@ CHAOS_FOR  ?= 10m
 CHAOS_SEED ?= 1
 chaos: servers
 	$(GO) test -race -count=1 -timeout 0 -run 'TestCampaign$$' -v ./internal/chaos/ \
-		-chaos.duration $(CHAOS_FOR) -chaos.seed $(CHAOS_SEED)
+		-chaos.duration $(CHAOS_FOR) -chaos.seed $(CHAOS_SEED) -chaos.report $(CURDIR)/docs/reliability.md
 
 # Checks for the server binaries the store tests start; installs them with
 # apt-get when missing and running as root on Debian/Ubuntu.

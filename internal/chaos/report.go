@@ -1,0 +1,72 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"time"
+)
+
+// WriteReport writes the Markdown report of a campaign (docs/reliability.md
+// of `make chaos`): per backend, the episodes, leases, violations, what
+// the fence refused, what an unfenced resource lost, the smallest margin
+// between a holder's Done and the next grant, and per fault kind the worst
+// takeover after healing.
+func WriteReport(w io.Writer, title string, results []Result) error {
+	sort.Slice(results, func(i, j int) bool { return results[i].Setup < results[j].Setup })
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("# %s\n\n", title)
+	p("| backend | episodes | leases | lost | violations | fenced writes | refused by the fence | unfenced lost updates | smallest Done→grant margin |\n")
+	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range results {
+		p("| %s | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Setup, len(r.Episodes), r.Report.Holds, r.Report.Lost,
+			len(r.Violations), r.Fenced.Accepted, r.Fenced.Refused, r.Unfenced.Lost, margin(r.Report.Margin))
+	}
+	p("\n## Worst takeover after a healed fault\n\n")
+	p("Time from the end of a fault to the next grant (any contender). The I5 bound is ttl + transition + 1 s of jitter + a holder's think time + a poll.\n\n")
+	p("| backend | fault | episodes | worst takeover |\n| --- | --- | --- | --- |\n")
+	for _, r := range results {
+		type agg struct {
+			n     int
+			worst time.Duration
+		}
+		byKind := map[string]*agg{}
+		for _, e := range r.Episodes {
+			a := byKind[e.Fault]
+			if a == nil {
+				a = &agg{}
+				byKind[e.Fault] = a
+			}
+			a.n++
+			a.worst = max(a.worst, e.Takeover)
+		}
+		kinds := make([]string, 0, len(byKind))
+		for k := range byKind {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			p("| %s | %s | %d | %s |\n", r.Setup, k, byKind[k].n, byKind[k].worst.Round(time.Millisecond))
+		}
+	}
+	var vs []Violation
+	for _, r := range results {
+		vs = append(vs, r.Violations...)
+	}
+	p("\n## Violations\n\n")
+	if len(vs) == 0 {
+		p("None.\n")
+	}
+	for _, v := range vs {
+		p("- %s\n", v)
+	}
+	return nil
+}
+
+func margin(d time.Duration) string {
+	if d == math.MaxInt64 {
+		return "—"
+	}
+	return d.Round(100 * time.Microsecond).String()
+}
