@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/simba-go/simba/lease"
 )
 
@@ -49,6 +51,43 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
 	}
 	return rec, nil
+}
+
+// runAndWait runs the acquire script and WAIT in one pipeline on the
+// connection of the server that owns the mutex, so WAIT counts the
+// replicas that acknowledged this very write. It returns the script's
+// reply and the number of acknowledgements.
+func (s *Store) runAndWait(ctx context.Context, k []string, args []any) (any, int64, error) {
+	node := s.single
+	if s.cluster != nil {
+		var err error
+		if node, err = s.cluster.MasterForKey(ctx, k[0]); err != nil {
+			return nil, 0, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		var ev *redis.Cmd
+		var wait *redis.Cmd
+		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			ev = acquireScript.EvalSha(ctx, p, k, args...)
+			wait = p.Do(ctx, "WAIT", s.cfg.waitN, ms(s.cfg.waitTimeout))
+			return nil
+		})
+		if redis.HasErrorPrefix(ev.Err(), "NOSCRIPT") && attempt == 0 {
+			if err := acquireScript.Load(ctx, node).Err(); err != nil {
+				return nil, 0, err
+			}
+			continue // nothing ran: the script was unknown
+		}
+		if err := ev.Err(); err != nil {
+			return nil, 0, scriptErr(err)
+		}
+		acks, err := wait.Int64()
+		if err != nil {
+			return nil, 0, err
+		}
+		return ev.Val(), acks, nil
+	}
 }
 
 // Renew extends the grant of contender with token by ttl, then transition,
