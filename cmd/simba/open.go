@@ -200,7 +200,8 @@ func (b *backend) openZK(ctx context.Context) error {
 		}
 		return conn, err
 	}
-	conn, events, err := zk.Connect(b.servers, session, zk.WithLogger(quietZK{}), zk.WithDialer(dial))
+	log := zkLog{negotiated: make(chan time.Duration, 1)}
+	conn, events, err := zk.Connect(b.servers, session, zk.WithLogger(log), zk.WithDialer(dial))
 	if err != nil {
 		return fmt.Errorf("%s: %v", b.display, err)
 	}
@@ -219,6 +220,13 @@ func (b *backend) openZK(ctx context.Context) error {
 			return fmt.Errorf("%s: unreachable: no session within %v", b.display, connectTimeout)
 		}
 	}
+	// The server may have clamped the session timeout into its bounds:
+	// tell the store the smaller of what was asked and what was granted.
+	select {
+	case d := <-log.negotiated:
+		session = min(session, d)
+	case <-time.After(time.Second): // an older go-zookeeper that does not log it
+	}
 	store, err := zkstore.New(conn, session, zkstore.WithRoot(b.root))
 	if err != nil {
 		return fmt.Errorf("%s: %v", b.display, err)
@@ -232,11 +240,22 @@ func (b *backend) openZK(ctx context.Context) error {
 	return nil
 }
 
-// quietZK drops go-zookeeper's log lines; connection failures are reported
-// as simba's own one-line errors.
-type quietZK struct{}
+// zkLog drops go-zookeeper's log lines (failures are reported as simba's
+// own one-line errors) but for the session timeout the server granted,
+// which go-zookeeper only logs.
+type zkLog struct{ negotiated chan time.Duration }
 
-func (quietZK) Printf(string, ...any) {}
+func (l zkLog) Printf(format string, args ...any) {
+	if format != "authenticated: id=%d, timeout=%d" || len(args) != 2 {
+		return
+	}
+	if ms, ok := args[1].(int32); ok && ms > 0 {
+		select {
+		case l.negotiated <- time.Duration(ms) * time.Millisecond:
+		default:
+		}
+	}
+}
 
 // unwrapTimeout names the connect timeout instead of "context deadline exceeded".
 func unwrapTimeout(ctx context.Context, err error) error {
