@@ -1,8 +1,12 @@
 package redisstore_test
 
 import (
+	"context"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/internal/faultproxy"
 	"github.com/simba-go/simba/lease"
@@ -13,9 +17,9 @@ import (
 // a few ttl each and run in parallel.
 const tckMultiContend = 3 * time.Second
 
-// TestTCK runs the conformance suite on a standalone Redis (a new client
-// per Manager, and a partitioned client through a black-holing proxy) and
-// on a three-master Redis Cluster.
+// TestTCK runs the conformance suite on a standalone Redis and on a
+// three-master Redis Cluster: a new client per Manager, and partitioned
+// clients whose every connection goes through black-holing proxies.
 func TestTCK(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		tck.Run(t, tck.Harness{
@@ -39,6 +43,10 @@ func TestTCK(t *testing.T) {
 				srv := sharedCluster(t)
 				return tck.Backend{
 					Client: func() lease.Store { return newStore(t, dialCluster(t, srv.Addrs()), srv.KeyPrefix()) },
+					Partitioned: func() (lease.Store, tck.Partition) {
+						c, p := dialClusterViaProxies(t, srv.Addrs())
+						return newStore(t, c, srv.KeyPrefix()), p
+					},
 				}
 			},
 		})
@@ -54,4 +62,44 @@ func newProxy(t testing.TB, target string) *faultproxy.Proxy {
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// dialClusterViaProxies returns a cluster client whose connections to every
+// node (also those it learns of from CLUSTER SLOTS) go through a proxy of
+// their own, and a partition that black-holes all of them.
+func dialClusterViaProxies(t testing.TB, addrs []string) (*redis.ClusterClient, proxies) {
+	t.Helper()
+	ps := proxies{}
+	for _, a := range addrs {
+		ps[a] = newProxy(t, a)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: addrs, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if p := ps[addr]; p != nil {
+				addr = p.Addr()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	t.Cleanup(func() { c.Close() })
+	return c, ps
+}
+
+// proxies is a tck.Partition over the proxies of every cluster node, by
+// node address.
+type proxies map[string]*faultproxy.Proxy
+
+func (ps proxies) Cut() {
+	for _, p := range ps {
+		p.Blackhole()
+	}
+}
+
+func (ps proxies) Heal() {
+	for _, p := range ps {
+		p.Heal()
+	}
 }
