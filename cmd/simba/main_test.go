@@ -195,3 +195,17 @@ func oneErrorLine(t *testing.T, r result, code int) string {
 	}
 	return strings.TrimSpace(r.stderr)
 }
+
+// finalErrorLine is oneErrorLine for outcomes that may follow warnings of
+// the lease package ("simba: warning: ..." lines, such as a failed renewal).
+func finalErrorLine(t *testing.T, r result, code int) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.HasPrefix(l, "simba: warning: ") {
+			t.Errorf("stderr line %q: want only warnings before the final line", l)
+		}
+	}
+	last := lines[len(lines)-1]
+	return oneErrorLine(t, result{code: r.code, stdout: r.stdout, stderr: last + "\n"}, code)
+}

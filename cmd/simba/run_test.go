@@ -189,9 +189,25 @@ func testNoOverlap(t *testing.T, e *env, store string) {
 // after --grace) and exits 76.
 func TestRunLostLease(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "")
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, "")
+		testLostLease(t, e, sqliteURL(e))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, "")
+		store := postgresURL(t)
+		if r := e.run("migrate", "--store", store, "up"); r.code != 0 {
+			t.Fatalf("migrate up: exit %d: %s", r.code, r.stderr)
+		}
+		testLostLease(t, e, store)
+	})
+}
+
+func testLostLease(t *testing.T, e *env, store string) {
 	log := e.path("log")
-	e.vars = append(e.vars, "SIMBA_STORE="+sqliteURL(e), "LOG="+log, "DIR="+e.dir)
+	e.vars = append(e.vars, "SIMBA_STORE="+store, "LOG="+log, "DIR="+e.dir)
 	timing := []string{"--ttl", "1s", "--transition", "500ms"}
 	holder := e.start(append(append([]string{"run"}, timing...), "job", "--", "sh", "-c",
 		`trap '' TERM; echo $$ > "$DIR/pid"; echo "start $SIMBA_TOKEN" >> "$LOG"; sleep 30; echo "end $SIMBA_TOKEN" >> "$LOG"`)...)
@@ -217,7 +233,7 @@ func TestRunLostLease(t *testing.T) {
 	holder.signal(t, syscall.SIGCONT)
 	continued := time.Now()
 	r = holder.wait(t, 5*time.Second)
-	if line := oneErrorLine(t, r, codeLost); !strings.Contains(line, "lost") {
+	if line := finalErrorLine(t, r, codeLost); !strings.Contains(line, "lost") {
 		t.Errorf("holder: %s", line)
 	}
 	if took := time.Since(continued); took > 2*time.Second {
