@@ -56,7 +56,7 @@ func TestElect(t *testing.T) {
 	log := e.path("log")
 	e.vars = append(e.vars, "SIMBA_STORE="+sqliteURL(e), "LOG="+log, "DIR="+e.dir)
 	elect := func() *proc {
-		return e.start("elect", "--ttl", "1s", "--transition", "500ms", "leader", "--", "sh", "-c", electScript)
+		return e.start("elect", "--ttl", "3s", "--transition", "2s", "leader", "--", "sh", "-c", electScript)
 	}
 	procs := []*proc{elect(), elect()}
 	// byOwner finds the simba process whose contender id names its pid.

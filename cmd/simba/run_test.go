@@ -46,12 +46,12 @@ while :; do sleep 0.05; done`)
 	if line := oneErrorLine(t, r, codeBusy); !strings.Contains(line, owner) {
 		t.Errorf("the busy message does not name the holder %s: %s", owner, line)
 	}
-	if r.took > 2*time.Second {
+	if r.took > 5*time.Second {
 		t.Errorf("--no-wait took %v", r.took)
 	}
 	r = e.run("run", "--wait", "300ms", "job", "--", "true")
 	oneErrorLine(t, r, codeBusy)
-	if r.took < 300*time.Millisecond || r.took > 3*time.Second {
+	if r.took < 300*time.Millisecond || r.took > 5*time.Second {
 		t.Errorf("--wait 300ms gave up after %v", r.took)
 	}
 
@@ -208,7 +208,7 @@ func TestRunLostLease(t *testing.T) {
 func testLostLease(t *testing.T, e *env, store string) {
 	log := e.path("log")
 	e.vars = append(e.vars, "SIMBA_STORE="+store, "LOG="+log, "DIR="+e.dir)
-	timing := []string{"--ttl", "1s", "--transition", "500ms"}
+	timing := []string{"--ttl", "2s", "--transition", "1s"} // a call timeout of 500 ms: no spurious loss on a loaded machine
 	holder := e.start(append(append([]string{"run"}, timing...), "job", "--", "sh", "-c",
 		`trap '' TERM; echo $$ > "$DIR/pid"; echo "start $SIMBA_TOKEN" >> "$LOG"; sleep 30; echo "end $SIMBA_TOKEN" >> "$LOG"`)...)
 	eventually(t, 10*time.Second, "the holder's CMD starts", func() bool { return fileHas(log, "start") })
@@ -221,7 +221,7 @@ func testLostLease(t *testing.T, e *env, store string) {
 	if r.code != 0 {
 		t.Fatalf("the other run: exit %d: %s", r.code, r.stderr)
 	}
-	if took := time.Since(stopped); took < time.Second {
+	if took := time.Since(stopped); took < 2*time.Second {
 		t.Errorf("the other run got the lock %v after the holder stopped: before ttl + transition", took)
 	}
 	var t1, t2 uint64
@@ -236,7 +236,7 @@ func testLostLease(t *testing.T, e *env, store string) {
 	if line := finalErrorLine(t, r, codeLost); !strings.Contains(line, "lost") {
 		t.Errorf("holder: %s", line)
 	}
-	if took := time.Since(continued); took > 2*time.Second {
+	if took := time.Since(continued); took > 3*time.Second {
 		t.Errorf("the continued holder took %v to end its CMD", took)
 	}
 	pid, _ := os.ReadFile(e.path("pid"))
