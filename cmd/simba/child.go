@@ -69,13 +69,18 @@ func startChild(argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (
 		close(c.done)
 	}()
 	if err := <-started; err != nil {
-		code := codeCannotExec
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = codeNotFound
-		}
-		return nil, fail(code, "%v", err)
+		return nil, fail(execCode(err), "%v", err)
 	}
 	return c, nil
+}
+
+// execCode is the exit code for a CMD that cannot be started: 127 when it
+// does not exist, else 126.
+func execCode(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return codeNotFound
+	}
+	return codeCannotExec
 }
 
 // signal sends sig to CMD's process group.

@@ -31,7 +31,7 @@ func (c *cli) cmdElect(args []string) error {
 		return err
 	}
 	defer s.Close()
-	e := &elector{cli: c, session: s, exited: make(chan time.Duration, 1)}
+	e := &elector{cli: c, session: s, exited: make(chan exit, 1)}
 	return e.loop()
 }
 
@@ -39,7 +39,7 @@ func (c *cli) cmdElect(args []string) error {
 type elector struct {
 	*cli
 	*session
-	exited chan time.Duration // how long CMD ran before it exited by itself
+	exited chan exit // CMD exited by itself, or could not start
 
 	mu  sync.Mutex
 	cur *child // CMD while it runs
@@ -54,7 +54,7 @@ func (e *elector) loop() error {
 		if err != nil {
 			return withCode(codeUsage, err)
 		}
-		var ran time.Duration
+		var x exit
 	leading:
 		for {
 			select {
@@ -64,12 +64,15 @@ func (e *elector) loop() error {
 					return nil
 				}
 				e.forward(s)
-			case ran = <-e.exited:
+			case x = <-e.exited:
 				break leading
 			}
 		}
 		e.stop(cont)
-		if ran >= stableRunFor {
+		if x.err != nil {
+			return x.err
+		}
+		if x.ran >= stableRunFor {
 			backoff = minRestart
 		}
 		e.printf("elect: resigned %q; contending again in %v", e.name, backoff)
@@ -94,8 +97,7 @@ func (e *elector) lead(ctx context.Context, l *lease.Lease) {
 	e.printf("elect: leading %q (token %d); starting %s", l.Name(), l.Token(), e.argv[0])
 	ch, err := startChild(e.argv, leaseEnv(e.environ, l), e.stdin, e.stdout, e.stderr)
 	if err != nil {
-		e.printf("elect: %v", err)
-		e.report(0)
+		e.report(exit{err: err})
 		return
 	}
 	e.mu.Lock()
@@ -109,7 +111,7 @@ func (e *elector) lead(ctx context.Context, l *lease.Lease) {
 	select {
 	case <-ch.done:
 		e.printf("elect: %s exited (%s) while leading %q", e.argv[0], ch.state, l.Name())
-		e.report(time.Since(ch.start))
+		e.report(exit{ran: time.Since(ch.start)})
 	case <-ctx.Done():
 		bound, why := e.grace, "resigned"
 		if errors.Is(context.Cause(ctx), lease.ErrLost) {
@@ -120,10 +122,17 @@ func (e *elector) lead(ctx context.Context, l *lease.Lease) {
 	}
 }
 
-// report tells loop that CMD exited by itself after running for ran.
-func (e *elector) report(ran time.Duration) {
+// exit is how CMD ended while leading: by itself after running for ran,
+// or it could not start (err).
+type exit struct {
+	ran time.Duration
+	err error
+}
+
+// report tells loop that CMD ended while leading.
+func (e *elector) report(x exit) {
 	select {
-	case e.exited <- ran:
+	case e.exited <- x:
 	default:
 	}
 }

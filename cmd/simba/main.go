@@ -88,8 +88,8 @@
 //	70     internal error
 //	75     run: lock not acquired: held (--no-wait), or --wait ran out
 //	76     run: the lease was lost while CMD ran; CMD was terminated
-//	126    run: CMD could not be started
-//	127    run: CMD not found
+//	126    run, elect: CMD cannot be started
+//	127    run, elect: CMD not found
 //	128+N  run: simba was interrupted by signal N while waiting for the lock
 package main
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"os/signal"
 	"time"
 
@@ -31,6 +32,9 @@ func (c *cli) newSession(f *flags, tf *timingFlags, ending time.Duration) (*sess
 	tm, err := tf.timing(f)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil { // before taking the lock
+		return nil, fail(execCode(err), "%s: %v", f.cmd, err)
 	}
 	t, err := c.storeTarget(f.store)
 	if err != nil {

@@ -58,7 +58,8 @@ resigns and exits 0; SIGHUP and SIGQUIT are forwarded to CMD.
 
 Flags:
 ` + storeHelp + timingHelp + `
-Exit codes: 0 after SIGINT/SIGTERM; 64 usage; 69 store unavailable.
+Exit codes: 0 after SIGINT/SIGTERM; 64 usage; 69 store unavailable;
+126 CMD not executable; 127 CMD not found.
 `,
 
 	"status": `Usage: simba status [flags] [NAME...]

@@ -36,6 +36,9 @@ func TestUsage(t *testing.T) {
 	} {
 		oneErrorLine(t, e.run(args...), codeUsage)
 	}
+	// A CMD that cannot run is found before the lock is taken.
+	oneErrorLine(t, e.run("elect", "job", "--", "no-such-command-simba-test"), codeNotFound)
+	oneErrorLine(t, e.run("run", "job", "--", "/"), codeCannotExec)
 }
 
 // TestBadStores: a bad URL is exit 64, an unreachable store exit 69, each
