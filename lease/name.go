@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -31,8 +32,11 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// validateContenderID checks an id given to WithContenderID.
-func validateContenderID(id string) error {
+// ValidateContenderID reports whether id can be a contender id: 1 to
+// [MaxContenderIDLength] bytes of valid UTF-8 without NUL, as
+// [WithContenderID] requires and every Store accepts. The error wraps
+// [ErrInvalidArgument].
+func ValidateContenderID(id string) error {
 	switch {
 	case id == "":
 		return fmt.Errorf("%w: empty contender id", ErrInvalidArgument)
@@ -40,6 +44,27 @@ func validateContenderID(id string) error {
 		return fmt.Errorf("%w: contender id of %d bytes, more than %d", ErrInvalidArgument, len(id), MaxContenderIDLength)
 	case !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0:
 		return fmt.Errorf("%w: contender id is not valid UTF-8 without NUL", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// ValidateRequest checks the arguments of a Store's Acquire or Renew
+// against what the Store contract promises (a valid name and contender
+// id, ttl of at least a millisecond, transition not negative), for Store
+// implementations that must not trust their caller. The error wraps
+// [ErrInvalidName] or [ErrInvalidArgument].
+func ValidateRequest(mutex, contender string, ttl, transition time.Duration) error {
+	if err := ValidateName(mutex); err != nil {
+		return err
+	}
+	if err := ValidateContenderID(contender); err != nil {
+		return err
+	}
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: ttl %v is less than 1ms", ErrInvalidArgument, ttl)
+	}
+	if transition < 0 {
+		return fmt.Errorf("%w: transition %v is negative", ErrInvalidArgument, transition)
 	}
 	return nil
 }

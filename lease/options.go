@@ -96,7 +96,7 @@ func WithCallTimeout(d time.Duration) Option {
 // "host:pid:random", unique per Manager.
 func WithContenderID(id string) Option {
 	return func(c *config) error {
-		if err := validateContenderID(id); err != nil {
+		if err := ValidateContenderID(id); err != nil {
 			return err
 		}
 		c.id = id

@@ -18,7 +18,7 @@ func TestTTLTransitionOverflow(t *testing.T) {
 
 func TestDefaultContenderIDIsValid(t *testing.T) {
 	id := defaultContenderID()
-	if err := validateContenderID(id); err != nil {
+	if err := ValidateContenderID(id); err != nil {
 		t.Errorf("default id %q: %v", id, err)
 	}
 	if id2 := defaultContenderID(); id2 == id {

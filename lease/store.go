@@ -14,9 +14,11 @@ import (
 // durations, never absolute timestamps, so no client ever compares its own
 // clock with the server's.
 //
-// Names reaching a Store have passed [ValidateName]; contender ids are
-// non-empty valid UTF-8 of at most [MaxContenderIDLength] bytes. A Store must
-// accept every such name and id and must never confuse two different names.
+// Names reaching a Store have passed [ValidateName]; contender ids
+// [ValidateContenderID] (non-empty valid UTF-8 without NUL, at most
+// [MaxContenderIDLength] bytes). A Store must accept every such name and id
+// and must never confuse two different names; it may check its input with
+// [ValidateRequest].
 //
 // Contract, per method:
 //

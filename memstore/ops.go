@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/simba-go/simba/lease"
 )
@@ -22,7 +21,7 @@ import (
 // error: the caller holds the mutex exactly when the returned Record's Owner
 // is contender.
 func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
-	if err := checkRequest(mutex, contender, ttl, transition); err != nil {
+	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
 		return lease.Record{}, fmt.Errorf("memstore: acquire %q: %w", mutex, err)
 	}
 	lost, err := s.enter(ctx, OpAcquire, target{mutex, contender})
@@ -55,7 +54,7 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 // [lease.ErrNotHeld], and returns the current record, when that grant is not
 // the current one or its transition has ended; it never re-acquires.
 func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
-	if err := checkRequest(mutex, contender, ttl, transition); err != nil {
+	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
 		return lease.Record{}, fmt.Errorf("memstore: renew %q: %w", mutex, err)
 	}
 	lost, err := s.enter(ctx, OpRenew, target{mutex, contender})
@@ -89,7 +88,7 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 	results := make([]lease.RenewResult, len(reqs))
 	targets := make([]target, len(reqs))
 	for i, r := range reqs {
-		if err := checkRequest(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
+		if err := lease.ValidateRequest(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
 			results[i].Err = fmt.Errorf("memstore: renew %q: %w", r.Mutex, err)
 		}
 		targets[i] = target{r.Mutex, r.Contender}
@@ -166,38 +165,10 @@ func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
 	return rec, nil
 }
 
-// checkRequest validates the input of Acquire and Renew.
-func checkRequest(mutex, contender string, ttl, transition time.Duration) error {
-	if err := checkNameContender(mutex, contender); err != nil {
-		return err
-	}
-	if ttl < time.Millisecond {
-		return fmt.Errorf("%w: ttl %v is less than 1ms", lease.ErrInvalidArgument, ttl)
-	}
-	if transition < 0 {
-		return fmt.Errorf("%w: transition %v is negative", lease.ErrInvalidArgument, transition)
-	}
-	return nil
-}
-
 // checkNameContender validates a mutex name and a contender id.
 func checkNameContender(mutex, contender string) error {
 	if err := lease.ValidateName(mutex); err != nil {
 		return err
 	}
-	return checkContender(contender)
-}
-
-// checkContender accepts what the Store contract promises: non-empty valid
-// UTF-8 of at most lease.MaxContenderIDLength bytes.
-func checkContender(id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: empty contender id", lease.ErrInvalidArgument)
-	case len(id) > lease.MaxContenderIDLength:
-		return fmt.Errorf("%w: contender id of %d bytes, more than %d", lease.ErrInvalidArgument, len(id), lease.MaxContenderIDLength)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("%w: contender id is not valid UTF-8", lease.ErrInvalidArgument)
-	}
-	return nil
+	return lease.ValidateContenderID(contender)
 }

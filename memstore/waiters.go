@@ -150,7 +150,7 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 		return nil, fmt.Errorf("memstore: watch: %w", err)
 	}
 	if contender != "" {
-		if err := checkContender(contender); err != nil {
+		if err := lease.ValidateContenderID(contender); err != nil {
 			return nil, fmt.Errorf("memstore: watch %q: %w", mutex, err)
 		}
 	}

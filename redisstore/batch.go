@@ -23,7 +23,7 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 	groups := map[int][]int{} // group key -> request indexes
 	var order []int
 	for i, r := range reqs {
-		if err := checkRequest(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
+		if err := lease.ValidateRequest(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
 			results[i].Err = fmt.Errorf("redisstore: renew %q: %w", r.Mutex, err)
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,7 +18,7 @@ import (
 // losing contender joins the mutex's wait queue. One script, one round trip
 // (two commands in one pipeline with [WithWaitReplicas]).
 func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
-	if err := checkRequest(mutex, contender, ttl, transition); err != nil {
+	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
 	}
 	k := s.keysOf(mutex)
@@ -155,38 +154,10 @@ func decodeRecord(v any) (lease.Record, error) {
 	return parseRecord(l)
 }
 
-// checkRequest validates the input of Acquire and Renew.
-func checkRequest(mutex, contender string, ttl, transition time.Duration) error {
-	if err := checkNameContender(mutex, contender); err != nil {
-		return err
-	}
-	if ttl < time.Millisecond {
-		return fmt.Errorf("%w: ttl %v is less than 1ms", lease.ErrInvalidArgument, ttl)
-	}
-	if transition < 0 {
-		return fmt.Errorf("%w: transition %v is negative", lease.ErrInvalidArgument, transition)
-	}
-	return nil
-}
-
 // checkNameContender validates a mutex name and a contender id.
 func checkNameContender(mutex, contender string) error {
 	if err := lease.ValidateName(mutex); err != nil {
 		return err
 	}
-	return checkContender(contender)
-}
-
-// checkContender accepts what the Store contract promises: non-empty valid
-// UTF-8 of at most lease.MaxContenderIDLength bytes.
-func checkContender(id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: empty contender id", lease.ErrInvalidArgument)
-	case len(id) > lease.MaxContenderIDLength:
-		return fmt.Errorf("%w: contender id of %d bytes, more than %d", lease.ErrInvalidArgument, len(id), lease.MaxContenderIDLength)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("%w: contender id is not valid UTF-8", lease.ErrInvalidArgument)
-	}
-	return nil
+	return lease.ValidateContenderID(contender)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
 
 	"github.com/simba-go/simba/lease"
 )
@@ -202,14 +201,8 @@ const maxMs = math.MaxInt64 / 4
 // durations to milliseconds, rounded up: the server's grant is never
 // shorter than the one the caller's deadline assumes.
 func checkRequest(mutex, contender string, ttl, transition time.Duration) (ttlMs, trMs int64, err error) {
-	if err := checkNameContender(mutex, contender); err != nil {
+	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
 		return 0, 0, err
-	}
-	if ttl < time.Millisecond {
-		return 0, 0, fmt.Errorf("%w: ttl %v is less than 1ms", lease.ErrInvalidArgument, ttl)
-	}
-	if transition < 0 {
-		return 0, 0, fmt.Errorf("%w: transition %v is negative", lease.ErrInvalidArgument, transition)
 	}
 	ttlMs, trMs = ceilMs(ttl), ceilMs(transition)
 	if ttlMs > maxMs-trMs {
@@ -219,26 +212,12 @@ func checkRequest(mutex, contender string, ttl, transition time.Duration) (ttlMs
 }
 
 // checkNameContender accepts what the Store contract promises: a valid name
-// and a non-empty contender id of valid UTF-8 without NUL, at most
-// lease.MaxContenderIDLength bytes.
+// and contender id.
 func checkNameContender(mutex, contender string) error {
 	if err := lease.ValidateName(mutex); err != nil {
 		return err
 	}
-	switch {
-	case contender == "":
-		return fmt.Errorf("%w: empty contender id", lease.ErrInvalidArgument)
-	case len(contender) > lease.MaxContenderIDLength:
-		return fmt.Errorf("%w: contender id of %d bytes, more than %d", lease.ErrInvalidArgument, len(contender), lease.MaxContenderIDLength)
-	case !utf8.ValidString(contender):
-		return fmt.Errorf("%w: contender id is not valid UTF-8", lease.ErrInvalidArgument)
-	}
-	for i := range len(contender) {
-		if contender[i] == 0 {
-			return fmt.Errorf("%w: contender id contains NUL", lease.ErrInvalidArgument)
-		}
-	}
-	return nil
+	return lease.ValidateContenderID(contender)
 }
 
 func ceilMs(d time.Duration) int64 {
