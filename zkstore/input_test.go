@@ -128,7 +128,7 @@ func TestEscape(t *testing.T) {
 			t.Errorf("ParseChild(escape(%q)) = %q, %v", n, id, ok)
 		}
 	}
-	for _, bad := range []string{"", "a", "-0000000001", "a-", "a-x", "%zz-0000000001", "%4-0000000001"} {
+	for _, bad := range []string{"", "a", "-0000000001", "a-", "a-x", "%zz-0000000001", "%4-0000000001", "a%2fb-0000000001", "a.b-0000000001", "%41-0000000001"} {
 		if id, ok := zkstore.ParseChild(bad); ok {
 			t.Errorf("ParseChild(%q) = %q, want not ours", bad, id)
 		}

@@ -10,8 +10,10 @@ import (
 	"unicode/utf8"
 )
 
-// ErrCorrupt: a node under the root holds data this package did not write
-// (or a newer version wrote). The call fails rather than guess.
+// ErrCorrupt: a node in a mutex's queue holds data this package did not
+// write (or a newer version wrote). Get fails with it rather than guess;
+// Acquire treats such a node as a waiter with the caller's timings, so it
+// blocks the mutex for one ttl + transition at most.
 var ErrCorrupt = errors.New("zkstore: unreadable lock node")
 
 // maxRoot bounds the root path.
@@ -86,7 +88,7 @@ func parseChild(name string) (child, bool) {
 		return child{}, false
 	}
 	id, ok := unescape(name[:i])
-	if !ok || id == "" {
+	if !ok || id == "" || escape(id) != name[:i] { // only names escape writes
 		return child{}, false
 	}
 	return child{name: name, contender: id, seq: seq}, true

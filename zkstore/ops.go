@@ -129,10 +129,11 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 }
 
 // Get implements [lease.Store]: it syncs the server it is connected to
-// with the leader, lists the queue and reads its lowest node. The time left is estimated from the server clock as this Store
-// last saw it (a full window before its first write). A lowest node that
-// was not claimed yet is reported as held back for it: an empty Owner
-// with a positive Transition.
+// with the leader, lists the queue and reads its lowest node. The time
+// left is estimated from the server's clock as this Store last saw it (a
+// full window before its first write). A lowest node that was not claimed
+// yet is reported as held back for it: an empty Owner with a positive
+// Transition.
 func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
 	if err := lease.ValidateName(mutex); err != nil {
 		return lease.Record{}, err

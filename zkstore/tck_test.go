@@ -9,11 +9,13 @@ import (
 	"github.com/simba-go/simba/tck"
 )
 
-// TCK timings: a 4 s session outlives ttl + transition (1.5 s), so the
-// suite sees grants lapse on the server's clock; session expiry has tests
+// TCK timings: an 8 s session outlives ttl + transition (1.5 s) and the
+// suite's partitions (a few seconds), so the suite sees grants lapse on the
+// server's clock and a healed client finds its session alive (a new one
+// takes go-zookeeper a second or more to make). Session expiry has tests
 // of its own.
 const (
-	tckSession    = 4 * time.Second
+	tckSession    = 8 * time.Second
 	tckTTL        = time.Second
 	tckTransition = 500 * time.Millisecond
 )
