@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -118,5 +119,48 @@ func TestElect(t *testing.T) {
 	}
 	if evs := readElectLog(t, log); evs[len(evs)-1].what != "stop" {
 		t.Errorf("the last leader's CMD was not stopped: %+v", evs)
+	}
+}
+
+// TestElectLost is S1 for elect: a leader stopped (SIGSTOP) past ttl +
+// transition loses leadership to the other process; continued, it kills
+// its CMD at once (SIGTERM ignored: SIGKILL within half the safety margin)
+// and stays a follower.
+func TestElectLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	log := e.path("log")
+	e.vars = append(e.vars, "SIMBA_STORE="+sqliteURL(e), "LOG="+log, "DIR="+e.dir)
+	elect := func() *proc {
+		return e.start("elect", "--ttl", "2s", "--transition", "1s", "--grace", "500ms", "leader", "--", "sh", "-c",
+			`trap '' TERM; echo $$ > "$DIR/pid-$SIMBA_TOKEN"; echo "lead $SIMBA_TOKEN $SIMBA_OWNER" >> "$LOG"; exec sleep 30`)
+	}
+	a, b := elect(), elect()
+	eventually(t, 10*time.Second, "a leader", func() bool { return len(readElectLog(t, log)) == 1 })
+	first := readElectLog(t, log)[0]
+	leader, follower := a, b
+	if !strings.Contains(first.owner, fmt.Sprintf(":%d:", a.cmd.Process.Pid)) {
+		leader, follower = b, a
+	}
+	leader.signal(t, syscall.SIGSTOP)
+	eventually(t, 10*time.Second, "the other leads", func() bool { return len(readElectLog(t, log)) == 2 })
+	second := readElectLog(t, log)[1]
+	if second.token <= first.token || !strings.Contains(second.owner, fmt.Sprintf(":%d:", follower.cmd.Process.Pid)) {
+		t.Fatalf("after the leader stopped: %+v; want the other leading with a larger token", second)
+	}
+	leader.signal(t, syscall.SIGCONT)
+	b1, _ := os.ReadFile(e.path(fmt.Sprintf("pid-%d", first.token)))
+	var pid int
+	fmt.Sscan(string(b1), &pid)
+	eventually(t, 3*time.Second, "the old leader's CMD is killed", func() bool { return pid > 0 && errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	time.Sleep(300 * time.Millisecond) // the old leader must not lead again meanwhile
+	if evs := readElectLog(t, log); len(evs) != 2 {
+		t.Errorf("log %+v: the old leader leads again", evs)
+	}
+	for _, p := range []*proc{leader, follower} {
+		p.signal(t, syscall.SIGTERM)
+		if r := p.wait(t, 5*time.Second); r.code != 0 {
+			t.Errorf("after SIGTERM: exit %d; stderr %q", r.code, r.stderr)
+		}
 	}
 }
