@@ -163,6 +163,9 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	}
 	wg.Wait()
 	res := Result{Setup: s.Name, Report: CheckHolds(h.Holds()), Fenced: fenced.Stats(), Unfenced: unfenced.Stats()}
+	if v, ok := orphans(s, members[0].w.Mutex, span); !ok {
+		res.Violations = append(res.Violations, v)
+	}
 	res.Episodes = takeovers(episodes, h.Holds())
 	res.Violations = append(append(res.Violations, res.Report.Violations...), fenced.Check()...)
 	// I5: after a healed fault some contender holds within ttl +
@@ -203,3 +206,25 @@ type pauser struct{ next atomic.Int64 }
 func (w *Worker) PauseNext(d time.Duration) { w.pause.next.Store(int64(d)) }
 
 func (p *pauser) take() time.Duration { return time.Duration(p.next.Swap(0)) }
+
+// orphans checks I7 after every contender closed: within ttl + transition
+// (what a grant whose release failed may still run) plus a second, a fresh
+// client finds the mutex free, with nothing held back for a waiter that
+// left.
+func orphans(s Setup, mutex string, span time.Duration) (Violation, bool) {
+	store, _, _ := s.Client()
+	deadline := time.Now().Add(span + 2*time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rec, err := store.Get(ctx, mutex)
+		cancel()
+		if err == nil && rec.Owner == "" && rec.Transition == 0 {
+			return Violation{}, true
+		}
+		if time.Now().After(deadline) {
+			return violation("I7", "%s: after every contender closed and %v more, Get(%q) = %+v, %v",
+				s.Name, span+2*time.Second, mutex, rec, err), false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
