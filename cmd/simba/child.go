@@ -16,7 +16,8 @@ import (
 // forwarded are the signals simba passes on to CMD.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
-// child is CMD, running in a process group of its own.
+// child is CMD, running in a process group of its own (in the foreground
+// of simba's terminal, if simba was).
 type child struct {
 	cmd   *exec.Cmd
 	done  chan struct{} // closed when CMD has exited and been waited for
@@ -51,6 +52,10 @@ func startChild(argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	tty, fg := foregroundTTY(stdin)
+	if fg {
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
+	}
 	dieWithParent(cmd.SysProcAttr)
 	c := &child{cmd: cmd, done: make(chan struct{}), start: time.Now()}
 	started := make(chan error, 1)
@@ -60,11 +65,17 @@ func startChild(argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		if err := cmd.Start(); err != nil {
+			if fg {
+				takeForeground(tty) // a child that failed to exec may have taken it
+			}
 			started <- err
 			return
 		}
 		started <- nil
 		_ = cmd.Wait() // the status is in ProcessState
+		if fg {
+			takeForeground(tty)
+		}
 		c.state = cmd.ProcessState
 		close(c.done)
 	}()

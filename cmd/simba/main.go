@@ -34,8 +34,9 @@
 // protects against a holder that was paused past its lease.
 //
 // CMD runs in a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT
-// sent to simba are forwarded to that group. (A CMD that reads the terminal
-// should not be run in the background of an interactive shell this way.)
+// sent to simba are forwarded to that group. When simba runs in the
+// foreground of a terminal, CMD's group takes the foreground while it runs,
+// so CMD can read the terminal and Ctrl-C reaches it once.
 // When CMD exits, simba releases the lock and exits with CMD's status. If the
 // lease is lost while CMD runs (its renewals failed until the deadline at
 // which the store could grant it to another), simba sends SIGTERM to CMD's
