@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command simba runs commands under distributed locks and leader election,
 // on any store of simba-go: like flock, consul lock or etcdctl lock, with
 // fencing tokens and with SQLite, PostgreSQL, MySQL/MariaDB, Redis or
@@ -92,6 +94,9 @@
 //	126    run, elect: CMD cannot be started
 //	127    run, elect: CMD not found
 //	128+N  run: simba was interrupted by signal N while waiting for the lock
+//
+// simba runs on Unix systems (process groups and signals are its job); on
+// Windows this package builds nothing.
 package main
 
 import (

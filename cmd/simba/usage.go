@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 const storeHelp = `  --store URL       the store (default $SIMBA_STORE, else ~/.local/state/simba/simba.db):
