@@ -100,21 +100,22 @@ func ms(n int64) string {
 	return (time.Duration(n) * time.Millisecond).String()
 }
 
-// heldNames lists the mutexes of a SQL store whose rows name an owner (some
-// may have lapsed; Get tells).
+// heldNames lists the mutexes of a SQL store with a live grant
+// (sqlstore.Store.List; some may have ended since, Get tells).
 func heldNames(ctx context.Context, b *backend) ([]string, error) {
-	rows, err := b.db.QueryContext(ctx, "SELECT mutex FROM "+sqlstore.DefaultTable+" WHERE owner_id <> '' ORDER BY mutex")
+	l, ok := b.store.(interface {
+		List(context.Context) ([]sqlstore.Grant, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("%s cannot list its locks", b.kind)
+	}
+	grants, err := l.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var n []byte
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		names = append(names, string(n))
+	names := make([]string, len(grants))
+	for i, g := range grants {
+		names[i] = g.Mutex
 	}
-	return names, rows.Err()
+	return names, nil
 }
