@@ -35,11 +35,13 @@ bench-sql:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./sqlstore/
 
 # The fault campaign on every backend (internal/chaos); make test runs it
-# for 20 s per backend. CHAOS_FOR per backend, CHAOS_SEED for the nemesis.
+# for 20 s per backend (with -race, and so without the ZooKeeper setups: see
+# chaos.zookeeper in internal/chaos). CHAOS_FOR per backend, CHAOS_SEED for
+# the nemesis.
 CHAOS_FOR  ?= 10m
 CHAOS_SEED ?= 1
 chaos: servers
-	$(GO) test -race -count=1 -timeout 0 -run 'TestCampaign$$' -v ./internal/chaos/ \
+	$(GO) test -count=1 -timeout 0 -parallel 8 -run 'TestCampaign$$' -v ./internal/chaos/ -chaos.zookeeper \
 		-chaos.duration $(CHAOS_FOR) -chaos.seed $(CHAOS_SEED) -chaos.report $(CURDIR)/docs/reliability.md
 
 # Checks for the server binaries the store tests start; installs them with

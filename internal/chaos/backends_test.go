@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,13 @@ var (
 	chaosFor    = flag.Duration("chaos.duration", 20*time.Second, "how long the campaign runs on each backend")
 	chaosSeed   = flag.Uint64("chaos.seed", 1, "seed of the nemesis")
 	chaosReport = flag.String("chaos.report", "", "write the Markdown report to this file")
+	// go-zookeeper v1.0.4 reads and writes Conn.lastZxid without
+	// synchronization (upstream go-zookeeper/zk#35, open since 2020): the
+	// race detector flags it after a reconnect with live watches, which
+	// the campaign causes on purpose. make test runs with -race, so it
+	// leaves the ZooKeeper setups to make chaos (no -race); zkstore's own
+	// fault tests cover ZooKeeper in make test.
+	chaosZK = flag.Bool("chaos.zookeeper", false, "also run the ZooKeeper setups (not under -race: see above)")
 )
 
 // Campaign timings on real servers: a safety margin (ttl/4) that the
@@ -63,10 +71,11 @@ func TestCampaign(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	for _, b := range []struct {
+	type backend struct {
 		name  string
 		setup func(t *testing.T) Setup
-	}{
+	}
+	backends := []backend{
 		{"postgres", func(t *testing.T) Setup { return sqlSetup(t, "postgres", testserver.PrivatePostgres(t)) }},
 		{"mysql", func(t *testing.T) Setup { return sqlSetup(t, "mysql", testserver.PrivateMySQL(t)) }},
 		{"sqlite", sqliteSetup},
@@ -74,7 +83,11 @@ func TestCampaign(t *testing.T) {
 		{"zookeeper", zkSetup},
 		{"redis-cluster", clusterSetup},
 		{"zookeeper-ensemble", ensembleSetup},
-	} {
+	}
+	if !*chaosZK {
+		backends = slices.DeleteFunc(backends, func(b backend) bool { return strings.HasPrefix(b.name, "zookeeper") })
+	}
+	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			s := b.setup(t)
