@@ -99,8 +99,8 @@ func TestCampaign(t *testing.T) {
 			for _, e := range res.Episodes {
 				kinds[e.Fault]++
 			}
-			t.Logf("%s: %d episodes %v; %d holds (%d lost), margin %v; fenced %+v; unfenced %+v",
-				b.name, len(res.Episodes), kinds, res.Report.Holds, res.Report.Lost, res.Report.Margin, res.Fenced, res.Unfenced)
+			t.Logf("%s: %d episodes %v; %d holds (%d lost), margin after a loss %v; fenced %+v; unfenced %+v",
+				b.name, len(res.Episodes), kinds, res.Report.Holds, res.Report.Lost, res.Report.LostMargin, res.Fenced, res.Unfenced)
 			for _, v := range res.Violations {
 				t.Error(v)
 			}

@@ -14,8 +14,9 @@ type Report struct {
 	Holds, Lost int
 	// Margin is the smallest gap between a hold's Done and the next
 	// contender's Acquired on the same mutex (math.MaxInt64 when no hold
-	// followed another).
-	Margin time.Duration
+	// followed another); LostMargin the same after holds that ended by
+	// loss: how early the holder was told (I3).
+	Margin, LostMargin time.Duration
 }
 
 // CheckHolds checks holds recorded on one clock (one process) against:
@@ -27,7 +28,7 @@ type Report struct {
 //     overlap (an open hold lasts to the end of the run): a holder was told
 //     of its loss before the next one learned of its grant.
 func CheckHolds(holds []Hold) Report {
-	rep := Report{Holds: len(holds), Margin: math.MaxInt64}
+	rep := Report{Holds: len(holds), Margin: math.MaxInt64, LostMargin: math.MaxInt64}
 	byMutex := map[string][]Hold{}
 	for _, h := range holds {
 		byMutex[h.Mutex] = append(byMutex[h.Mutex], h)
@@ -44,9 +45,9 @@ func CheckHolds(holds []Hold) Report {
 		hs := byMutex[m]
 		sort.SliceStable(hs, func(i, j int) bool { return hs[i].Acquired < hs[j].Acquired })
 		rep.Violations = append(rep.Violations, checkTokens(m, hs)...)
-		vs, margin := checkOverlap(m, hs)
+		vs, margin, lost := checkOverlap(m, hs)
 		rep.Violations = append(rep.Violations, vs...)
-		rep.Margin = min(rep.Margin, margin)
+		rep.Margin, rep.LostMargin = min(rep.Margin, margin), min(rep.LostMargin, lost)
 	}
 	return rep
 }
@@ -91,10 +92,9 @@ func checkTokens(mutex string, hs []Hold) []Violation {
 
 // checkOverlap checks I3/I6 on the holds of one mutex, sorted by
 // Acquired, and returns the smallest gap from one Done to the next
-// Acquired.
-func checkOverlap(mutex string, hs []Hold) ([]Violation, time.Duration) {
-	var vs []Violation
-	margin := time.Duration(math.MaxInt64)
+// Acquired, overall and after a loss.
+func checkOverlap(mutex string, hs []Hold) (vs []Violation, margin, lostMargin time.Duration) {
+	margin, lostMargin = math.MaxInt64, math.MaxInt64
 	last := -1 // the hold with the latest Done so far
 	end := func(h Hold) time.Duration {
 		if h.Done == Open {
@@ -107,6 +107,9 @@ func checkOverlap(mutex string, hs []Hold) ([]Violation, time.Duration) {
 			prev := hs[last]
 			if gap := h.Acquired - end(prev); end(prev) != math.MaxInt64 {
 				margin = min(margin, gap)
+				if prev.Lost {
+					lostMargin = min(lostMargin, gap)
+				}
 			}
 			if h.Acquired < end(prev) {
 				vs = append(vs, violation("I6", "%s: %s acquired token %d at %v while %s (token %d, acquired at %v) held until %s",
@@ -117,7 +120,7 @@ func checkOverlap(mutex string, hs []Hold) ([]Violation, time.Duration) {
 			last = i
 		}
 	}
-	return vs, margin
+	return vs, margin, lostMargin
 }
 
 func doneString(d time.Duration) string {

@@ -154,3 +154,18 @@ func TestHistoryConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestLostMargin: the margin after a loss counts only holds that ended by
+// loss.
+func TestLostMargin(t *testing.T) {
+	lost := hold("a", 1, 0, 1*ms, 10*ms)
+	lost.Lost = true
+	rep := CheckHolds([]Hold{
+		lost,
+		hold("b", 2, 2*ms, 15*ms, 20*ms),  // 5 ms after a's loss
+		hold("c", 3, 16*ms, 21*ms, 30*ms), // 1 ms after b's release
+	})
+	if rep.LostMargin != 5*ms || rep.Margin != ms {
+		t.Errorf("margins %v after a loss, %v overall; want 5ms, 1ms", rep.LostMargin, rep.Margin)
+	}
+}

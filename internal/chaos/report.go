@@ -17,11 +17,12 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 	sort.Slice(results, func(i, j int) bool { return results[i].Setup < results[j].Setup })
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("# %s\n\n", title)
-	p("| backend | episodes | leases | lost | violations | fenced writes | refused by the fence | unfenced lost updates | smallest Done→grant margin |\n")
+	p("Leases lost are those whose holder was told by its deadline; the margin is how long before the next grant the holder of a lost lease was told (I3), the smallest seen.\n\n")
+	p("| backend | episodes | leases | lost | violations | fenced writes | refused by the fence | unfenced lost updates | smallest margin after a loss |\n")
 	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range results {
 		p("| %s | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Setup, len(r.Episodes), r.Report.Holds, r.Report.Lost,
-			len(r.Violations), r.Fenced.Accepted, r.Fenced.Refused, r.Unfenced.Lost, margin(r.Report.Margin))
+			len(r.Violations), r.Fenced.Accepted, r.Fenced.Refused, r.Unfenced.Lost, margin(r.Report.LostMargin))
 	}
 	p("\n## Worst takeover after a healed fault\n\n")
 	p("Time from the end of a fault to the next grant (any contender). The I5 bound is ttl + transition + 1 s of jitter + a holder's think time + a poll.\n\n")
