@@ -118,7 +118,7 @@ type pushBackend interface {
 
 // hub fans notifications out to the Watch channels of one Store.
 type hub struct {
-	pool    poolStats
+	pool    *sql.DB // whose connection limit decides whether push may borrow
 	backend pushBackend
 
 	mu    sync.Mutex
@@ -126,9 +126,6 @@ type hub struct {
 	count int
 	dead  error // why push cannot work any more (ErrNoPush or ErrClosed)
 }
-
-// poolStats is what the hub needs of *sql.DB.
-type poolStats interface{ Stats() sql.DBStats }
 
 // usable returns nil when push can work, else why not: the backend gave
 // up, the Store is closed, or the pool is too small to lend connections.

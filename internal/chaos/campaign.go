@@ -83,7 +83,7 @@ type Result struct {
 
 // Run runs a campaign on s for d: Workers contenders incrementing the
 // registers while a nemesis injects a random fault, lets it last, heals it
-// and waits for things to settle, again and again. rng seeds the choices.
+// and waits for things to settle, again and again. seed seeds the nemesis's choices.
 func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	if s.Workers == 0 {
 		s.Workers = 3
