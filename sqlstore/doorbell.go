@@ -86,6 +86,9 @@ func (b *doorbells) stop() {
 }
 
 func (b *doorbells) granted(mutex string, remaining time.Duration) {
+	if b.hub.usable() != nil { // the pool has no connection to lend (hub.mu before b.mu)
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

@@ -123,8 +123,13 @@ func TestSmallPoolPolls(t *testing.T) {
 		if _, err := s.Watch(t.Context(), "m", "w"); !errors.Is(err, sqlstore.ErrNoPush) {
 			t.Errorf("Watch on a pool of 2 = %v, want ErrNoPush", err)
 		}
+		t.Cleanup(func() { s.Close() })
 		if r, err := s.Acquire(t.Context(), "m", "a", pushTTL, pushTr); err != nil || !r.Held("a") {
 			t.Errorf("Acquire = %+v, %v", r, err)
+		}
+		time.Sleep(200 * time.Millisecond) // a doorbell holder would have borrowed by now
+		if n := db.Stats().InUse; n != 0 {
+			t.Errorf("%d connections of a pool of 2 in use after the call: push borrowed one", n)
 		}
 	})
 }
