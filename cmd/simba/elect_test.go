@@ -14,9 +14,10 @@ import (
 
 // electLog is the log the elect tests' CMD writes: "lead TOKEN OWNER" when
 // it starts, "stop TOKEN" on SIGTERM, "exit TOKEN" when it exits by itself
-// (once the file quit-TOKEN exists).
-const electScript = `echo "lead $SIMBA_TOKEN $SIMBA_OWNER" >> "$LOG"
-trap 'echo "stop $SIMBA_TOKEN" >> "$LOG"; exit 0' TERM
+// (once the file quit-TOKEN exists). The trap comes first: a SIGTERM right
+// after "lead" is logged must find it installed.
+const electScript = `trap 'echo "stop $SIMBA_TOKEN" >> "$LOG"; exit 0' TERM
+echo "lead $SIMBA_TOKEN $SIMBA_OWNER" >> "$LOG"
 while [ ! -e "$DIR/quit-$SIMBA_TOKEN" ]; do sleep 0.02; done
 echo "exit $SIMBA_TOKEN" >> "$LOG"; exit 3`
 
