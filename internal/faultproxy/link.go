@@ -42,8 +42,8 @@ func (l *link) serve() {
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); l.pump(l.client, l.upstream) }()
-	go func() { defer wg.Done(); l.pump(l.upstream, l.client) }()
+	go func() { defer wg.Done(); l.pump(l.client, l.upstream, false) }()
+	go func() { defer wg.Done(); l.pump(l.upstream, l.client, true) }()
 	wg.Wait()
 }
 
@@ -58,7 +58,7 @@ func (l *link) waitForward() bool {
 		case m == cut:
 			l.kill(true)
 			return false
-		case m == forward:
+		case m == forward, m == deaf:
 			return true
 		}
 		select {
@@ -85,14 +85,14 @@ func (l *link) attach(up *net.TCPConn) bool {
 // pump copies src to dst chunk by chunk, through the fault gate. The end of
 // src passes the gate too (a black hole swallows FINs and resets as well):
 // at EOF it half-closes dst, so the other direction may still finish; on
-// any other error it kills the link.
-func (l *link) pump(src, dst *net.TCPConn) {
+// any other error it kills the link. reply says that src is the server.
+func (l *link) pump(src, dst *net.TCPConn, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		readAt := time.Now()
 		if n > 0 {
-			if !l.gate(readAt) {
+			if !l.gate(readAt, reply) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -103,7 +103,7 @@ func (l *link) pump(src, dst *net.TCPConn) {
 		if err == nil {
 			continue
 		}
-		if !l.gate(readAt) {
+		if !l.gate(readAt, reply) {
 			return
 		}
 		if errors.Is(err, io.EOF) {
@@ -116,14 +116,19 @@ func (l *link) pump(src, dst *net.TCPConn) {
 }
 
 // gate holds a chunk read at readAt until it may be forwarded: not while
-// black-holed, not before readAt plus the delay. False when the link ends.
-func (l *link) gate(readAt time.Time) bool {
+// black-holed, not before readAt plus the delay; a reply while replies are
+// dropped kills the link. False when the link ends.
+func (l *link) gate(readAt time.Time, reply bool) bool {
 	for {
 		m, d, changed, closed := l.p.state()
 		if closed || m == cut {
 			return false
 		}
-		if m == forward {
+		if m == deaf && reply {
+			l.kill(true)
+			return false
+		}
+		if m == forward || m == deaf {
 			wait := time.Until(readAt.Add(d))
 			if wait <= 0 {
 				return true

@@ -22,6 +22,9 @@
 //     at a time per direction, so a stream of back-to-back chunks is slowed
 //     more than d each: the proxy models a slow path for request/response
 //     traffic, not a long fat pipe.
+//   - [Proxy.DropReplies]: requests still reach the server, but the first
+//     bytes the server sends back on a connection reset it instead of being
+//     delivered: the server applied the request and its reply was lost.
 //
 // Heal ends all faults (mode and delay). A Proxy is safe for concurrent use;
 // Close stops it and waits for all of its goroutines.
@@ -42,6 +45,7 @@ const (
 	forward mode = iota
 	cut
 	blackhole
+	deaf // requests pass; a reply resets its connection
 )
 
 // dialTimeout bounds the connection to the target.
@@ -105,6 +109,16 @@ func (p *Proxy) Blackhole() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.setMode(blackhole)
+}
+
+// DropReplies lets requests reach the server and resets each connection
+// as soon as the server answers on it, until Heal: the request was applied,
+// its reply never arrives (RELIABILITY.md's S9). New connections are
+// connected as usual.
+func (p *Proxy) DropReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setMode(deaf)
 }
 
 // Delay holds every chunk d before forwarding it (0 removes the delay),

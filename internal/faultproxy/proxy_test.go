@@ -280,3 +280,65 @@ func TestNewRejectsBadTarget(t *testing.T) {
 		}
 	}
 }
+
+func TestDropReplies(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4) // every line the server applied
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a server that applies one line per connection, then answers
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					got <- strings.TrimSuffix(line, "\n")
+					if _, err := io.WriteString(c, line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	p := newProxy(t, ln.Addr().String())
+	c := dial(t, p.Addr())
+	if err := c.roundTrip("before", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	p.DropReplies()
+	if err := c.send("applied"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.recv(time.Second); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("reply while replies are dropped: %v, want a reset", err)
+	}
+	select {
+	case line := <-got:
+		if line != "applied" {
+			t.Fatalf("server applied %q", line)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the request did not reach the server")
+	}
+	p.Heal()
+	if err := dial(t, p.Addr()).roundTrip("after", time.Second); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+}
