@@ -12,13 +12,13 @@ import (
 // server is not part of the run. It is passed to holder processes (scenario
 // f) as JSON in the environment.
 type Servers struct {
-	Redis      string `json:"redis,omitempty"`       // host:port
-	Postgres   string `json:"postgres,omitempty"`    // pgx DSN
-	MySQL      string `json:"mysql,omitempty"`       // go-sql-driver DSN
-	SQLite     string `json:"sqlite,omitempty"`      // database file path
-	ZooKeeper  string `json:"zookeeper,omitempty"`   // host:port
-	Etcd       string `json:"etcd,omitempty"`        // host:port (client URL without scheme)
-	KeyPrefix  string `json:"key_prefix,omitempty"`  // prefix for every key, znode and row of this run
+	Redis      string `json:"redis,omitempty"`        // host:port
+	Postgres   string `json:"postgres,omitempty"`     // pgx DSN
+	MySQL      string `json:"mysql,omitempty"`        // go-sql-driver DSN
+	SQLite     string `json:"sqlite,omitempty"`       // database file path
+	ZooKeeper  string `json:"zookeeper,omitempty"`    // host:port
+	Etcd       string `json:"etcd,omitempty"`         // host:port (client URL without scheme)
+	KeyPrefix  string `json:"key_prefix,omitempty"`   // prefix for every key, znode and row of this run
 	ZKSessionS int    `json:"zk_session_s,omitempty"` // ZooKeeper session timeout, seconds
 }
 

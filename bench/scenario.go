@@ -1,0 +1,497 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// env is what a scenario runs on.
+type env struct {
+	t      Target
+	s      Servers
+	holder func(id, key string) *exec.Cmd
+}
+
+// key returns a lock name of this target alone, so that targets sharing a
+// server never meet on a key.
+func (e env) key(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(e.t.ID()) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return b.String() + "-" + name
+}
+
+type scenario struct {
+	id, letter, title, method string
+	cols                      []Column
+	budget                    time.Duration
+	run                       func(ctx context.Context, e env) ([]float64, string, error)
+}
+
+// Durations of the measurements, chosen so that a whole run stays under ten
+// minutes on two cores.
+const (
+	uncontendedFor = 2 * time.Second
+	manyKeysFor    = 3 * time.Second
+	handoffFor     = 4 * time.Second
+	handoffMax     = 200
+	waiterLoadFor  = 5 * time.Second
+	renewFor       = 10 * time.Second
+	manyKeys       = 10000
+	manyKeysGs     = 64
+	waiters        = 32
+	renewLocks     = 1000
+)
+
+func scenarios() []scenario {
+	ss := []scenario{{
+		id: "a", letter: "a", title: "(a) Uncontended acquire + release",
+		method: fmt.Sprintf("One client locks and unlocks one key in a loop for %v after three warm-up cycles. "+
+			"Acquire is the time Lock took, release the time Unlock took; pairs/s counts whole cycles.", uncontendedFor),
+		cols: []Column{
+			{Name: "acquire p50", Kind: Duration, Better: -1, Ratio: true},
+			{Name: "acquire p99", Kind: Duration, Better: -1},
+			{Name: "release p50", Kind: Duration, Better: -1},
+			{Name: "pairs/s", Kind: Rate, Better: +1, Ratio: true},
+		},
+		budget: uncontendedFor + 30*time.Second, run: uncontended,
+	}, {
+		id: "b", letter: "b", title: fmt.Sprintf("(b) %d goroutines over %d keys", manyKeysGs, manyKeys),
+		method: fmt.Sprintf("%d goroutines, each with a client of its own (as %d processes would), lock a key drawn uniformly "+
+			"from %d and unlock it at once, for %v. Collisions are rare and wait as the library waits.",
+			manyKeysGs, manyKeysGs, manyKeys, manyKeysFor),
+		cols: []Column{
+			{Name: "cycles/s", Kind: Rate, Better: +1, Ratio: true},
+			{Name: "cycle p50", Kind: Duration, Better: -1},
+			{Name: "cycle p99", Kind: Duration, Better: -1},
+		},
+		budget: manyKeysFor + 60*time.Second, run: manyKeysRun,
+	}}
+	for _, k := range []int{2, 8, 32} {
+		ss = append(ss, scenario{
+			id: fmt.Sprintf("c%d", k), letter: "c", title: fmt.Sprintf("(c) Hand-off, K = %d contenders on one mutex", k),
+			method: fmt.Sprintf("%d contenders, each with a client of its own, loop on one key: lock, unlock, wait until another "+
+				"contender has the lock, lock again. The gap runs from the moment the holder calls Unlock to the moment the "+
+				"next contender's Lock returns, so it includes the release's round trip. Stops after %d hand-offs or %v. "+
+				"Jain's index is over the acquisitions per contender (1 = all equal, 1/K = one took all); the longest wait is the longest "+
+				"completed Lock call.", k, handoffMax, handoffFor),
+			cols: []Column{
+				{Name: "hand-offs", Kind: Count},
+				{Name: "gap p50", Kind: Duration, Better: -1, Ratio: true},
+				{Name: "gap p99", Kind: Duration, Better: -1},
+				{Name: "Jain", Kind: Index, Better: +1, Ratio: true},
+				{Name: "longest wait", Kind: Duration, Better: -1},
+			},
+			budget: handoffFor + 30*time.Second,
+			run:    func(ctx context.Context, e env) ([]float64, string, error) { return handoff(ctx, e, k) },
+		})
+	}
+	ss = append(ss, scenario{
+		id: "d", letter: "d", title: fmt.Sprintf("(d) Waiter load: one holder, %d waiters", waiters),
+		method: fmt.Sprintf("One client holds a key; %d more clients block in Lock on it. After 0.5 s the server's counter is read, "+
+			"and again %v later: what waiting costs the server per second (the holder's own renewals included).",
+			waiters, waiterLoadFor),
+		cols: []Column{
+			{Name: "server ops/s", Kind: Rate, Better: -1, Ratio: true},
+			{Name: "per waiter/s", Kind: Rate, Better: -1},
+		},
+		budget: waiterLoadFor + 40*time.Second, run: waiterLoad,
+	}, scenario{
+		id: "e", letter: "e", title: fmt.Sprintf("(e) Renewal cost: %d held locks", renewLocks),
+		method: fmt.Sprintf("One client takes %d locks one after another and holds them for %v; the server's counter is read "+
+			"at the start and the end of the %v. Locks without a lease (they live as long as a connection) are not run.",
+			renewLocks, renewFor, renewFor),
+		cols: []Column{
+			{Name: "take all", Kind: Duration, Better: -1},
+			{Name: "server ops/s", Kind: Rate, Better: -1, Ratio: true},
+			{Name: "per lock/s", Kind: Rate, Better: -1},
+		},
+		budget: renewFor + 60*time.Second, run: renewal,
+	}, scenario{
+		id: "f", letter: "f", title: "(f) Takeover after kill -9 of the holder",
+		method: "A holder process (this test binary again) takes a key and says so; a waiter in this process starts Lock, " +
+			"0.3 s later the holder is killed with SIGKILL, and the time until the waiter's Lock returns is measured. " +
+			"The lease column is the configured time a dead holder's lock lives on (0: it dies with the connection).",
+		cols: []Column{
+			{Name: "lease", Kind: Duration},
+			{Name: "takeover", Kind: Duration, Better: -1, Ratio: true},
+		},
+		budget: 75 * time.Second, run: takeover,
+	})
+	return ss
+}
+
+func uncontended(ctx context.Context, e env) ([]float64, string, error) {
+	cs, closeAll, err := openN(ctx, e.t, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	defer closeAll()
+	c, key := cs[0], e.key("a")
+	var acq, rel []time.Duration
+	var start time.Time
+	for i := 0; ; i++ {
+		if i == 3 {
+			start, acq, rel = time.Now(), nil, nil
+		}
+		if i > 3 && time.Since(start) >= uncontendedFor {
+			break
+		}
+		t0 := time.Now()
+		l, err := c.Lock(ctx, key)
+		if err != nil {
+			return nil, "", fmt.Errorf("lock: %w", err)
+		}
+		t1 := time.Now()
+		if err := l.Unlock(ctx); err != nil {
+			return nil, "", fmt.Errorf("unlock: %w", err)
+		}
+		acq, rel = append(acq, t1.Sub(t0)), append(rel, time.Since(t1))
+	}
+	n := float64(len(acq))
+	return []float64{percentile(acq, .5), percentile(acq, .99), percentile(rel, .5), n / time.Since(start).Seconds()},
+		fmt.Sprintf("%d cycles", len(acq)), nil
+}
+
+func manyKeysRun(ctx context.Context, e env) ([]float64, string, error) {
+	cs, closeAll, err := openN(ctx, e.t, manyKeysGs)
+	if err != nil {
+		return nil, "", err
+	}
+	defer closeAll()
+	run, cancel := context.WithTimeout(ctx, manyKeysFor)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		cycles []time.Duration
+		first  error
+		wg     sync.WaitGroup
+	)
+	start := time.Now()
+	for _, c := range cs {
+		wg.Go(func() {
+			var mine []time.Duration
+			var err error
+			for run.Err() == nil {
+				t0 := time.Now()
+				var l Lock
+				l, err = c.Lock(run, e.key(fmt.Sprint(rand.IntN(manyKeys))))
+				if err != nil {
+					if run.Err() != nil {
+						err = nil
+					}
+					break
+				}
+				if err = unlock(l); err != nil {
+					break
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			cycles = append(cycles, mine...)
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, "", first
+	}
+	return []float64{float64(len(cycles)) / time.Since(start).Seconds(), percentile(cycles, .5), percentile(cycles, .99)},
+		fmt.Sprintf("%d cycles", len(cycles)), nil
+}
+
+func handoff(ctx context.Context, e env, k int) ([]float64, string, error) {
+	cs, closeAll, err := openN(ctx, e.t, k)
+	if err != nil {
+		return nil, "", err
+	}
+	defer closeAll()
+	run, cancel := context.WithTimeout(ctx, handoffFor)
+	defer cancel()
+	key := e.key(fmt.Sprintf("c%d", k))
+	var (
+		mu       sync.Mutex
+		holder   = -1
+		last     = -1
+		released time.Time
+		acquired = make(chan struct{}) // closed at the next acquisition
+		gaps     []time.Duration
+		acqs     = make([]int, k)
+		n        int
+		overlaps int
+		longest  time.Duration
+		first    error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	for i, c := range cs {
+		wg.Go(func() {
+			for run.Err() == nil {
+				t0 := time.Now()
+				l, err := c.Lock(run, key)
+				if err != nil {
+					if run.Err() == nil {
+						fail(fmt.Errorf("lock: %w", err))
+					}
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				if holder >= 0 {
+					overlaps++
+				}
+				holder = i
+				if last >= 0 {
+					gaps = append(gaps, now.Sub(released))
+				}
+				acqs[i]++
+				n++
+				longest = max(longest, now.Sub(t0))
+				close(acquired)
+				acquired = make(chan struct{})
+				if n > handoffMax {
+					cancel()
+				}
+				next := acquired
+				holder, last, released = -1, i, time.Now()
+				mu.Unlock()
+				if err := unlock(l); err != nil {
+					fail(fmt.Errorf("unlock: %w", err))
+					return
+				}
+				select { // let another contender have it
+				case <-next:
+				case <-run.Done():
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, "", first
+	}
+	if overlaps > 0 {
+		return nil, "", fmt.Errorf("%d acquisitions while another contender held the lock", overlaps)
+	}
+	if n == 0 {
+		return nil, "", errors.New("nobody acquired the lock")
+	}
+	return []float64{float64(len(gaps)), percentile(gaps, .5), percentile(gaps, .99), jain(acqs), longest.Seconds()}, "", nil
+}
+
+func waiterLoad(ctx context.Context, e env) ([]float64, string, error) {
+	if e.t.Ops == nil {
+		return nil, "the server does not count requests", errSkip
+	}
+	cs, closeAll, err := openN(ctx, e.t, waiters+1)
+	if err != nil {
+		return nil, "", err
+	}
+	defer closeAll()
+	key := e.key("d")
+	held, err := cs[0].Lock(ctx, key)
+	if err != nil {
+		return nil, "", fmt.Errorf("holder: %w", err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	var (
+		wg      sync.WaitGroup
+		granted atomic.Int64
+	)
+	for _, c := range cs[1:] {
+		wg.Go(func() {
+			if l, err := c.Lock(wctx, key); err == nil {
+				granted.Add(1)
+				_ = unlock(l)
+			}
+		})
+	}
+	ops0, err1 := sleepThenOps(ctx, e.t, 500*time.Millisecond)
+	t0 := time.Now()
+	ops1, err2 := sleepThenOps(ctx, e.t, waiterLoadFor)
+	el := time.Since(t0).Seconds()
+	wcancel()
+	wg.Wait()
+	err = errors.Join(err1, err2, unlock(held))
+	if g := granted.Load(); g > 0 {
+		return nil, "", fmt.Errorf("%d waiters were granted the lock while it was held", g)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	rate := float64(ops1-ops0) / el
+	return []float64{rate, rate / waiters}, "", nil
+}
+
+// sleepThenOps waits d and reads the target's server counter.
+func sleepThenOps(ctx context.Context, t Target, d time.Duration) (int64, error) {
+	if err := sleep(ctx, d); err != nil {
+		return 0, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return t.Ops(octx)
+}
+
+func renewal(ctx context.Context, e env) ([]float64, string, error) {
+	switch {
+	case e.t.Ops == nil:
+		return nil, "the server does not count requests", errSkip
+	case e.t.Takeover == 0:
+		return nil, "no lease: the lock lives as long as its connection", errSkip
+	}
+	cs, closeAll, err := openN(ctx, e.t, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	defer closeAll()
+	var locks []Lock
+	defer func() {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for _, l := range locks {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				_ = unlock(l)
+			})
+		}
+		wg.Wait()
+	}()
+	start := time.Now()
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for i := range renewLocks {
+		l, err := cs[0].Lock(tctx, e.key(fmt.Sprintf("e%d", i)))
+		if err != nil {
+			return nil, "", fmt.Errorf("lock %d of %d: %w", i+1, renewLocks, err)
+		}
+		locks = append(locks, l)
+	}
+	took := time.Since(start).Seconds()
+	ops0, err := sleepThenOps(ctx, e.t, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	t0 := time.Now()
+	ops1, err := sleepThenOps(ctx, e.t, renewFor)
+	if err != nil {
+		return nil, "", err
+	}
+	rate := float64(ops1-ops0) / time.Since(t0).Seconds()
+	return []float64{took, rate, rate / renewLocks}, "", nil
+}
+
+func takeover(ctx context.Context, e env) ([]float64, string, error) {
+	if e.holder == nil {
+		return nil, "no holder process", errSkip
+	}
+	key := e.key("f")
+	cmd := e.holder(e.t.ID(), key)
+	cmd.SysProcAttr = childAttr()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	defer func() { kill(); _ = cmd.Wait() }()
+
+	holding := make(chan struct{})
+	var lines strings.Builder
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == holdingLine {
+				close(holding)
+				for sc.Scan() { // drain until the holder dies
+				}
+				return
+			}
+			lines.WriteString(sc.Text() + "\n")
+		}
+	}()
+	select {
+	case <-holding:
+	case <-time.After(30 * time.Second):
+		kill()
+		return nil, "", fmt.Errorf("holder did not hold within 30 s: %s", oneLine(stderr.String()))
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+
+	cs, closeAll, err := openN(ctx, e.t, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	defer closeAll()
+	type result struct {
+		l   Lock
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go func() {
+		l, err := cs[0].Lock(wctx, key)
+		got <- result{l, err, time.Now()}
+	}()
+	select {
+	case r := <-got:
+		if r.err == nil {
+			_ = unlock(r.l)
+			return nil, "", errors.New("the waiter was granted the lock while the holder held it")
+		}
+		return nil, "", fmt.Errorf("waiter: %w", r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	killed := time.Now()
+	kill()
+	limit := time.NewTimer(e.t.Takeover + 30*time.Second)
+	defer limit.Stop()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			return nil, "", fmt.Errorf("waiter: %w", r.err)
+		}
+		_ = unlock(r.l)
+		return []float64{e.t.Takeover.Seconds(), r.at.Sub(killed).Seconds()}, "", nil
+	case <-limit.C:
+		wcancel()
+		if r := <-got; r.err == nil {
+			_ = unlock(r.l)
+		}
+		return []float64{e.t.Takeover.Seconds(), math.NaN()}, "", fmt.Errorf("no takeover within %v", e.t.Takeover+30*time.Second)
+	}
+}
