@@ -1,12 +1,19 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -36,13 +43,28 @@ type Setup struct {
 	// own Faulter (nil when the store is in-process), and the Manager
 	// options the store needs (nil for the campaign's ttl and transition).
 	Client func() (lease.Store, Faulter, []lease.Option)
+	// Spawn, when not nil, makes a contender process: a command, not yet
+	// started, whose program calls [ChildMain] with a store client of its
+	// own behind the returned Faulter (nil: only signals reach it). The
+	// campaign adds the run's environment and starts it.
+	Spawn func() (*exec.Cmd, Faulter)
 	// Server, when not nil, may be paused and restarted.
 	Server Server
+	// KillPush, when not nil, kills the store's notification connections
+	// (LISTEN sessions, subscriber connections, doorbell waiters) from the
+	// server's side (S6).
+	KillPush func() error
 	// TTL and Transition of the Managers (unless Client's options say
 	// otherwise).
 	TTL, Transition time.Duration
-	// Workers is the number of contenders (default 3).
-	Workers int
+	// Workers is the number of in-process contenders per lane (default 3),
+	// Procs the number of contender processes per lane (default 1 when
+	// Spawn is set).
+	Workers, Procs int
+	// Lanes is the number of independent mutexes, each with its own
+	// contenders, registers and nemesis (default 1). Only lane 0's nemesis
+	// pauses or restarts the server; the other lanes live through it.
+	Lanes int
 }
 
 // Fault kinds of the nemesis (RELIABILITY.md's scenarios).
@@ -50,9 +72,13 @@ const (
 	FaultBlackhole    = "blackhole a holder (S4)"
 	FaultCut          = "reset a holder's connection (S4)"
 	FaultDelay        = "slow a holder's calls to ttl/2 (S10)"
+	FaultDropReplies  = "drop replies after the server applied (S9)"
 	FaultPauseHolder  = "pause a holder mid-update (S1)"
+	FaultStopProc     = "SIGSTOP a holder process (S1)"
+	FaultKillProc     = "kill -9 a holder process (S2)"
 	FaultPauseServer  = "pause the server (S3)"
 	FaultRestartSrv   = "restart the server (S3)"
+	FaultKillPush     = "kill the notification connections (S6)"
 	episodeSettleTime = 500 * time.Millisecond
 )
 
@@ -67,80 +93,221 @@ type Episode struct {
 	// long after Healed the next lease was acquired (-1 when none was by
 	// the end of the run).
 	Start, Healed, Takeover time.Duration
+	mutex                   string
 }
 
 // Result is what a campaign on one setup produced.
 type Result struct {
-	Setup    string
-	Episodes []Episode
-	Report   Report
-	Fenced   RegisterStats
-	Unfenced RegisterStats
+	Setup string
+	// Lanes, Workers and Procs are the set-up's: mutexes, and in-process
+	// and process contenders per mutex.
+	Lanes, Workers, Procs int
+	Episodes              []Episode
+	Report                Report
+	Fenced                RegisterStats
+	Unfenced              RegisterStats
 	// Violations are every invariant breach: the holds', the fenced
-	// register's, and takeovers past the I5 bound.
+	// registers', takeovers past the I5 bound, and orphans (I7).
 	Violations []Violation
 }
 
-// Run runs a campaign on s for d: Workers contenders incrementing the
-// registers while a nemesis injects a random fault, lets it last, heals it
-// and waits for things to settle, again and again. seed seeds the nemesis's choices.
+// member is one contender of a lane: an in-process worker or a process.
+type member struct {
+	name string
+	w    *Worker // in-process
+	p    *proc   // a process
+	f    Faulter // its connection; nil when none can be faulted
+}
+
+// Run runs a campaign on s for d: in each lane, contenders (in-process
+// workers and processes) increment the lane's registers while a nemesis
+// injects a random fault, lets it last, heals it and waits for things to
+// settle, again and again. seed seeds the nemeses' choices.
 func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
-	if s.Workers == 0 {
-		s.Workers = 3
+	s.Workers, s.Lanes = cmp.Or(s.Workers, 3), cmp.Or(s.Lanes, 1)
+	if s.Spawn == nil {
+		s.Procs = 0
+	} else {
+		s.Procs = cmp.Or(s.Procs, 1)
 	}
-	h, fenced, unfenced := NewHistory(), NewRegister(true), NewRegister(false)
+	fail := func(err error) Result {
+		return Result{Setup: s.Name, Violations: []Violation{violation("setup", "%v", err)}}
+	}
+	dir, err := os.MkdirTemp("", "chaos")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	start := SystemClock()
+	h := NewSystemHistory(start)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	type member struct {
-		w *Worker
-		f Faulter
+	lanes := make([]*lane, s.Lanes)
+	for i := range lanes {
+		l, err := newLane(ctx, s, i, h, dir, start)
+		if err != nil {
+			cancel()
+			for _, l := range lanes[:i] {
+				l.stop()
+			}
+			return fail(err)
+		}
+		lanes[i] = l
 	}
-	members := make([]member, s.Workers)
 	var wg sync.WaitGroup
-	for i := range members {
+	for i, l := range lanes {
+		wg.Go(func() { l.nemesis(ctx, rand.New(rand.NewPCG(seed, uint64(len(s.Name)*100+i)))) })
+	}
+	wg.Wait()
+	for _, l := range lanes {
+		l.stop()
+	}
+	res := Result{Setup: s.Name, Lanes: s.Lanes, Workers: s.Workers, Procs: s.Procs, Report: CheckHolds(h.Holds())}
+	span := s.TTL + s.Transition
+	for _, l := range lanes {
+		f, u := l.fenced.Stats(), l.unfenced.Stats()
+		res.Fenced.Value += f.Value
+		res.Fenced.Accepted += f.Accepted
+		res.Fenced.Refused += f.Refused
+		res.Fenced.Lost += f.Lost
+		res.Unfenced.Value += u.Value
+		res.Unfenced.Accepted += u.Accepted
+		res.Unfenced.Refused += u.Refused
+		res.Unfenced.Lost += u.Lost
+		res.Violations = append(res.Violations, l.fenced.Check()...)
+		res.Violations = append(res.Violations, l.errs...)
+		if v, ok := orphans(s, l.mutex, span); !ok {
+			res.Violations = append(res.Violations, v)
+		}
+		res.Episodes = append(res.Episodes, l.episodes...)
+	}
+	res.Episodes = takeovers(res.Episodes, h.Holds())
+	res.Violations = append(res.Violations, res.Report.Violations...)
+	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span)...)
+	return res
+}
+
+// lane is one mutex of a campaign with its contenders and registers.
+type lane struct {
+	s                Setup
+	idx              int
+	mutex            string
+	h                *History
+	fenced, unfenced *Register
+	hub              *Hub
+	members          []member
+	ctx              context.Context
+	wg               sync.WaitGroup // the in-process workers
+	episodes         []Episode
+	errs             []Violation
+}
+
+func newLane(ctx context.Context, s Setup, idx int, h *History, dir string, start time.Duration) (*lane, error) {
+	l := &lane{s: s, idx: idx, mutex: fmt.Sprintf("chaos/%s/%d", s.Name, idx), h: h,
+		fenced: NewRegister(true), unfenced: NewRegister(false), ctx: ctx}
+	for i := range s.Workers {
 		store, f, opts := s.Client()
-		name := fmt.Sprintf("%s-w%d", s.Name, i)
+		name := fmt.Sprintf("%s-%d-w%d", s.Name, idx, i)
 		if opts == nil {
 			opts = []lease.Option{lease.WithTTL(s.TTL), lease.WithTransition(s.Transition)}
 		}
 		m, err := lease.NewManager(store, append(opts, lease.WithContenderID(name))...)
 		if err != nil {
-			return Result{Setup: s.Name, Violations: []Violation{violation("setup", "%v", err)}}
+			l.stop()
+			return nil, err
 		}
-		w := &Worker{Name: name, Manager: m, Mutex: "chaos/" + s.Name, Fenced: fenced, Unfenced: unfenced,
+		w := &Worker{Name: name, Manager: m, Mutex: l.mutex, Fenced: l.fenced, Unfenced: l.unfenced,
 			History: h, Think: s.TTL}
-		members[i] = member{w, f}
-		wg.Go(func() {
+		l.members = append(l.members, member{name: name, w: w, f: f})
+		l.wg.Go(func() {
 			w.Run(ctx)
 			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 			m.Close(cctx)
 			ccancel()
 		})
 	}
-	rng := rand.New(rand.NewPCG(seed, uint64(len(s.Name))))
-	kinds := []string{FaultBlackhole, FaultCut, FaultDelay, FaultPauseHolder}
-	if s.Server != nil {
-		kinds = append(kinds, FaultPauseServer, FaultRestartSrv)
+	if s.Procs == 0 {
+		return l, nil
 	}
+	hub, err := NewHub(filepath.Join(dir, fmt.Sprintf("hub%d", idx)), l.mutex, h, l.fenced, l.unfenced)
+	if err != nil {
+		l.stop()
+		return nil, err
+	}
+	l.hub = hub
+	for i := range s.Procs {
+		p := &proc{s: s, hub: hub.ln.Addr().String(), mutex: l.mutex, base: fmt.Sprintf("%s-%d-p%d", s.Name, idx, i),
+			start: start, log: filepath.Join(dir, fmt.Sprintf("p%d-%d.log", idx, i))}
+		if err := p.spawn(); err != nil {
+			l.stop()
+			return nil, err
+		}
+		l.members = append(l.members, member{name: p.name, p: p, f: p.f})
+	}
+	return l, nil
+}
+
+// stop ends the lane's contenders (processes by SIGTERM: they release and
+// exit) and its hub, and heals every fault.
+func (l *lane) stop() {
+	for _, m := range l.members {
+		if m.f != nil {
+			m.f.Heal()
+		}
+	}
+	l.wg.Wait()
+	for _, m := range l.members {
+		if m.p != nil {
+			if err := m.p.terminate(); err != nil {
+				l.errs = append(l.errs, violation("setup", "%s: %v", m.name, err))
+			}
+		}
+	}
+	if l.hub != nil {
+		_ = l.hub.Close()
+		if err := l.hub.Err(); err != nil {
+			l.errs = append(l.errs, violation("setup", "%v", err))
+		}
+	}
+}
+
+// nemesis injects faults on the lane until ctx ends.
+func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
+	s := l.s
 	span := s.TTL + s.Transition
-	var episodes []Episode
 	for sleep(ctx, episodeSettleTime+time.Duration(rng.Int64N(int64(span)))) {
-		kind := kinds[rng.IntN(len(kinds))]
-		victim := members[rng.IntN(len(members))]
-		if holder := h.Holder(members[0].w.Mutex); holder != "" && rng.IntN(4) > 0 {
-			for _, m := range members { // mostly the holder: that is where faults bite
-				if m.w.Name == holder {
+		victim := l.members[rng.IntN(len(l.members))]
+		if holder := l.h.Holder(l.mutex); holder != "" && rng.IntN(4) > 0 {
+			for _, m := range l.members { // mostly the holder: that is where faults bite
+				if m.name == holder {
 					victim = m
 				}
 			}
 		}
-		if victim.f == nil && (kind == FaultBlackhole || kind == FaultCut || kind == FaultDelay) {
-			kind = FaultPauseHolder
+		var kinds []string
+		if victim.f != nil {
+			kinds = append(kinds, FaultBlackhole, FaultCut, FaultDelay)
+			if _, ok := victim.f.(interface{ DropReplies() }); ok {
+				kinds = append(kinds, FaultDropReplies)
+			}
 		}
+		if victim.w != nil {
+			kinds = append(kinds, FaultPauseHolder)
+		} else {
+			kinds = append(kinds, FaultStopProc, FaultKillProc)
+		}
+		if l.idx == 0 && s.Server != nil {
+			kinds = append(kinds, FaultPauseServer, FaultRestartSrv)
+		}
+		if l.idx == 0 && s.KillPush != nil {
+			kinds = append(kinds, FaultKillPush)
+		}
+		kind := kinds[rng.IntN(len(kinds))]
 		last := time.Duration(rng.Int64N(int64(2 * span)))
-		ep := Episode{Fault: kind, Victim: victim.w.Name, Start: h.Now(), Takeover: -1}
-		ep.Held = h.Holder(victim.w.Mutex) == ep.Victim
-		if kind == FaultPauseServer || kind == FaultRestartSrv {
+		ep := Episode{Fault: kind, Victim: victim.name, Start: l.h.Now(), Takeover: -1, mutex: l.mutex}
+		ep.Held = l.h.Holder(l.mutex) == ep.Victim
+		switch kind {
+		case FaultPauseServer, FaultRestartSrv, FaultKillPush:
 			ep.Victim, ep.Held = "", false
 		}
 		switch kind {
@@ -150,53 +317,68 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 			victim.f.Cut()
 		case FaultDelay:
 			victim.f.Delay(s.TTL / 2)
+		case FaultDropReplies:
+			victim.f.(interface{ DropReplies() }).DropReplies()
 		case FaultPauseHolder:
 			victim.w.PauseNext(last)
+		case FaultStopProc:
+			if err := victim.p.signal(syscall.SIGSTOP); err != nil {
+				l.errs = append(l.errs, violation("setup", "SIGSTOP %s: %v", victim.name, err))
+			}
+		case FaultKillProc:
+			if err := victim.p.kill(); err != nil {
+				l.errs = append(l.errs, violation("setup", "kill %s: %v", victim.name, err))
+			}
+			l.h.Stopped(victim.name, ep.Start, math.MaxInt64)
 		case FaultPauseServer:
 			_ = s.Server.Pause()
 		case FaultRestartSrv:
 			_ = s.Server.Restart()
+		case FaultKillPush:
+			if err := s.KillPush(); err != nil {
+				l.errs = append(l.errs, violation("setup", "kill push: %v", err))
+			}
 		}
 		sleep(ctx, last)
 		switch kind {
-		case FaultBlackhole, FaultCut, FaultDelay:
+		case FaultBlackhole, FaultCut, FaultDelay, FaultDropReplies:
 			victim.f.Heal()
+		case FaultStopProc:
+			_ = victim.p.signal(syscall.SIGCONT)
+			l.h.Stopped(victim.name, ep.Start, l.h.Now())
+		case FaultKillProc:
+			if ctx.Err() == nil {
+				if err := victim.p.spawn(); err != nil { // a new incarnation, with a new id
+					l.errs = append(l.errs, violation("setup", "respawn %s: %v", victim.name, err))
+				}
+				for i := range l.members {
+					if l.members[i].p == victim.p {
+						l.members[i].name, l.members[i].f = victim.p.name, victim.p.f
+					}
+				}
+			}
 		case FaultPauseServer:
 			_ = s.Server.Resume()
 		}
-		ep.Healed = h.Now()
-		episodes = append(episodes, ep)
+		ep.Healed = l.h.Now()
+		l.episodes = append(l.episodes, ep)
 	}
-	for _, m := range members {
-		if m.f != nil {
-			m.f.Heal()
-		}
-	}
-	wg.Wait()
-	res := Result{Setup: s.Name, Report: CheckHolds(h.Holds()), Fenced: fenced.Stats(), Unfenced: unfenced.Stats()}
-	if v, ok := orphans(s, members[0].w.Mutex, span); !ok {
-		res.Violations = append(res.Violations, v)
-	}
-	res.Episodes = takeovers(episodes, h.Holds())
-	res.Violations = append(append(res.Violations, res.Report.Violations...), fenced.Check()...)
-	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span)...)
-	return res
 }
 
 // checkTakeover checks I5: when a fault cuts off the holder for longer
-// than its lease, another contender holds within ttl + transition + the
-// late jitter (1 s) + a poll and scheduling slack (1 s) of the fault's
-// start — whether or not any release notification arrives.
+// than its lease, or kills it, another contender holds within ttl +
+// transition + the late jitter (1 s) + a poll and scheduling slack (1 s) of
+// the fault's start — whether or not any release notification arrives.
 func checkTakeover(setup string, eps []Episode, holds []Hold, span time.Duration) []Violation {
 	bound := span + 2*time.Second
 	var vs []Violation
 	for _, e := range eps {
-		if !e.Held || e.Healed-e.Start < bound || e.Fault == FaultPauseHolder {
+		if !e.Held || e.Fault == FaultPauseHolder || (e.Healed-e.Start < bound && e.Fault != FaultKillProc) {
 			continue // not a cut-off holder, or healed before the bound
 		}
 		first := time.Duration(-1)
 		for _, h := range holds {
-			if h.Client != e.Victim && h.Acquired >= e.Start && (first < 0 || h.Acquired < first) {
+			if h.Mutex == e.mutex && h.Client != e.Victim && h.Acquired >= e.Start && (first < 0 || h.Acquired < first) {
 				first = h.Acquired
 			}
 		}
@@ -211,12 +393,15 @@ func checkTakeover(setup string, eps []Episode, holds []Hold, span time.Duration
 // takeovers fills in, for each episode, how long after its healing the
 // next lease was acquired.
 func takeovers(eps []Episode, holds []Hold) []Episode {
-	acq := make([]time.Duration, len(holds))
-	for i, h := range holds {
-		acq[i] = h.Acquired
+	acqs := map[string][]time.Duration{} // by mutex, sorted
+	for _, h := range holds {
+		acqs[h.Mutex] = append(acqs[h.Mutex], h.Acquired)
 	}
-	sort.Slice(acq, func(i, j int) bool { return acq[i] < acq[j] })
+	for _, acq := range acqs {
+		slices.Sort(acq)
+	}
 	for i, e := range eps {
+		acq := acqs[e.mutex]
 		j := sort.Search(len(acq), func(k int) bool { return acq[k] >= e.Healed })
 		if j < len(acq) {
 			eps[i].Takeover = acq[j] - e.Healed

@@ -169,3 +169,32 @@ func TestLostMargin(t *testing.T) {
 		t.Errorf("margins %v after a loss, %v overall; want 5ms, 1ms", rep.LostMargin, rep.Margin)
 	}
 }
+
+// TestStoppedHolds: a hold over a stop of its process (SIGSTOP, kill) is
+// not held to I3 — it is late by the stop — but a hold acquired while
+// another, running holder still believed it held is.
+func TestStoppedHolds(t *testing.T) {
+	h := NewHistory()
+	a := h.Begin("m", "a", 1, 0, 1*ms)
+	h.End(a, 50*ms, true) // told 40 ms after b's grant: it was stopped
+	b := h.Begin("m", "b", 2, 5*ms, 10*ms)
+	h.End(b, 20*ms, false)
+	c := h.Begin("m", "c", 3, 6*ms, 15*ms) // while b held: a violation
+	h.End(c, 30*ms, false)
+	h.Stopped("a", 2*ms, 45*ms)
+	h.Stopped("b", 100*ms, 200*ms) // after b's hold: changes nothing
+	holds := h.Holds()
+	if !holds[0].Stopped || holds[1].Stopped || holds[2].Stopped {
+		t.Fatalf("Stopped marks %v %v %v, want only a's", holds[0].Stopped, holds[1].Stopped, holds[2].Stopped)
+	}
+	rep := CheckHolds(holds)
+	if got := invariants(rep.Violations); got != "I6" || !strings.Contains(rep.Violations[0].Detail, "c acquired") {
+		t.Errorf("violations %v, want only c's grant during b's hold", rep.Violations)
+	}
+	h.EndOpen("c", 99*ms) // ended: nothing open is touched
+	d := h.Begin("m", "d", 4, 31*ms, 32*ms)
+	h.EndOpen("d", 40*ms)
+	if got := h.Holds()[3]; got.Done != 40*ms || !got.Lost || d.Token != 4 {
+		t.Errorf("EndOpen: %+v", got)
+	}
+}

@@ -5,14 +5,17 @@
 //
 // A hold is one lease as its holder saw it: when the winning acquire was
 // sent, when it returned, and when the holder learned the lease was over
-// (Done, or the return of its Release). Holders in one process share the
-// run's clock, so the intervals of different contenders can be compared
-// directly (I3, I6); holders in other processes are judged through the
-// fenced register, the server's record of their writes (I2).
+// (Done, or the return of its Release). Every contender shares the run's
+// clock — contender processes too, through the system's monotonic clock —
+// so the intervals of different contenders can be compared directly (I3,
+// I6). A process the nemesis stopped (SIGSTOP) learns of its loss only when
+// it runs again; its holds over a stop are judged by the fenced register,
+// the server's record of its writes (I2), instead.
 package chaos
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -33,22 +36,65 @@ type Hold struct {
 	Done time.Duration
 	// Lost is true when the lease ended by loss, not by Release.
 	Lost bool
+	// Stopped is true when the holder's process was stopped (SIGSTOP) or
+	// killed while it held: it could not be told in time, so its Done says
+	// nothing about I3 (see [History.Stopped]).
+	Stopped bool
+}
+
+// stop is a span of time in which a contender's process did not run.
+type stop struct {
+	client   string
+	from, to time.Duration
 }
 
 // History collects holds and register operations from concurrent
 // contenders. The zero value is not usable: make one with [NewHistory].
 type History struct {
-	start time.Time
+	now func() time.Duration
 
 	mu    sync.Mutex
 	holds []*Hold
+	stops []stop
 }
 
-// NewHistory starts the run's clock.
-func NewHistory() *History { return &History{start: time.Now()} }
+// NewHistory starts the run's clock on the time package's monotonic clock
+// (fake time inside a testing/synctest bubble).
+func NewHistory() *History {
+	start := time.Now()
+	return &History{now: func() time.Duration { return time.Since(start) }}
+}
+
+// NewSystemHistory starts the run's clock at start on the system's
+// monotonic clock (see [SystemClock]), which other processes of the machine
+// read too.
+func NewSystemHistory(start time.Duration) *History {
+	return &History{now: func() time.Duration { return SystemClock() - start }}
+}
 
 // Now is the time on the run's monotonic clock.
-func (h *History) Now() time.Duration { return time.Since(h.start) }
+func (h *History) Now() time.Duration { return h.now() }
+
+// Stopped records that client's process did not run from from to to (a
+// SIGSTOP, or a kill: from the kill to the end of the run). Its holds that
+// overlap the span are marked Stopped.
+func (h *History) Stopped(client string, from, to time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stops = append(h.stops, stop{client, from, to})
+}
+
+// EndOpen ends every open hold of client at done, as lost: its process
+// is gone.
+func (h *History) EndOpen(client string, done time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hd := range h.holds {
+		if hd.Client == client && hd.Done == Open {
+			hd.Done, hd.Lost = done, true
+		}
+	}
+}
 
 // Begin records a lease that was just granted and returns its hold, to be
 // ended with End.
@@ -89,6 +135,15 @@ func (h *History) Holds() []Hold {
 	out := make([]Hold, len(h.holds))
 	for i, hd := range h.holds {
 		out[i] = *hd
+		end := hd.Done
+		if end == Open {
+			end = math.MaxInt64
+		}
+		for _, s := range h.stops {
+			if s.client == hd.Client && s.from <= end && s.to >= hd.Acquired {
+				out[i].Stopped = true
+			}
+		}
 	}
 	return out
 }

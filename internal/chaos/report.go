@@ -17,11 +17,13 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 	sort.Slice(results, func(i, j int) bool { return results[i].Setup < results[j].Setup })
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("# %s\n\n", title)
-	p("Leases lost are those whose holder was told by its deadline; the margin is how long before the next grant the holder of a lost lease was told (I3), the smallest seen.\n\n")
-	p("| backend | episodes | leases | lost | violations | fenced writes | refused by the fence | unfenced lost updates | smallest margin after a loss |\n")
-	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	p("Each backend runs independent lanes: a mutex with its own contenders — in-process Managers, each with its own client, and contender processes — its own fenced and unfenced registers, and its own nemesis (only lane 0's touches the server). ")
+	p("Leases lost are those whose holder was told by its deadline; the margin is how long before the next grant the holder of a lost lease was told (I3), the smallest seen (a holder stopped by SIGSTOP or killed is judged by the fence instead: it cannot be told while it does not run).\n\n")
+	p("| backend | lanes × contenders | episodes | leases | lost | violations | fenced writes | refused by the fence | unfenced lost updates | smallest margin after a loss |\n")
+	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range results {
-		p("| %s | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Setup, len(r.Episodes), r.Report.Holds, r.Report.Lost,
+		p("| %s | %d × (%d + %d processes) | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Setup, r.Lanes, r.Workers, r.Procs,
+			len(r.Episodes), r.Report.Holds, r.Report.Lost,
 			len(r.Violations), r.Fenced.Accepted, r.Fenced.Refused, r.Unfenced.Lost, margin(r.Report.LostMargin))
 	}
 	p("\n## Worst takeover after a healed fault\n\n")

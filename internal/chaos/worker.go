@@ -8,15 +8,29 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
+// Resource is what the workload increments: a [Register], or one in another
+// process.
+type Resource interface {
+	Read(client string, token uint64) (int, error)
+	Write(client string, token uint64, v int) error
+}
+
+// Recorder keeps the holds: a [History], or one in another process.
+type Recorder interface {
+	Now() time.Duration
+	Begin(mutex, client string, token uint64, sent, acquired time.Duration) *Hold
+	End(hd *Hold, done time.Duration, lost bool)
+}
+
 // Worker is one contender of a campaign: it loops acquire, read–sleep–write
 // through both registers, release, and records every hold in the history.
 type Worker struct {
 	Name     string         // the contender id of its Manager
 	Manager  *lease.Manager // its own, with its own store client
 	Mutex    string
-	Fenced   *Register
-	Unfenced *Register
-	History  *History
+	Fenced   Resource
+	Unfenced Resource
+	History  Recorder
 	// Think is the sleep between read and write: the window in which a
 	// fault that costs the lease finds the holder mid-update.
 	Think time.Duration
