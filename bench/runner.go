@@ -104,30 +104,42 @@ func Run(ctx context.Context, s Servers, targets []Target, o Options) []Table {
 		if o.Scenarios != "" && !strings.Contains(o.Scenarios, sc.letter) {
 			continue
 		}
-		tab := Table{ID: sc.id, Title: sc.title, Method: sc.method, Cols: sc.cols}
-		for _, t := range targets {
-			start := time.Now()
-			row := Row{Target: t}
-			vals, note, err := guard(ctx, sc.budget, func(ctx context.Context) ([]float64, string, error) {
-				return sc.run(ctx, env{t: t, s: s, holder: o.Holder})
-			})
-			switch {
-			case errors.Is(err, errSkip):
-				row.Err = note
-			case err != nil:
-				row.Err = oneLine(err.Error())
-			default:
-				row.Values, row.Note = vals, note
+		tab := Table{ID: sc.id, Title: sc.title, Method: sc.method, Cols: sc.cols, Rows: make([]Row, len(targets))}
+		var wg sync.WaitGroup
+		for i, t := range targets {
+			one := func() {
+				start := time.Now()
+				tab.Rows[i] = measure(ctx, sc, env{t: t, s: s, holder: o.Holder})
+				logf("%-4s %-24s %6.1fs  %s", sc.id, t.ID(), time.Since(start).Seconds(), summary(sc.cols, tab.Rows[i]))
 			}
-			if row.Values == nil {
-				row.Values = nans(len(sc.cols))
+			if sc.parallel {
+				wg.Go(one)
+			} else {
+				one()
 			}
-			logf("%-4s %-24s %6.1fs  %s", sc.id, t.ID(), time.Since(start).Seconds(), summary(sc.cols, row))
-			tab.Rows = append(tab.Rows, row)
 		}
+		wg.Wait()
 		tables = append(tables, tab)
 	}
 	return tables
+}
+
+// measure runs one scenario on one target under guard.
+func measure(ctx context.Context, sc scenario, e env) Row {
+	row := Row{Target: e.t}
+	vals, note, err := guard(ctx, sc.budget, func(ctx context.Context) ([]float64, string, error) { return sc.run(ctx, e) })
+	switch {
+	case errors.Is(err, errSkip):
+		row.Err = note
+	case err != nil:
+		row.Err = oneLine(err.Error())
+	default:
+		row.Values, row.Note = vals, note
+	}
+	if row.Values == nil {
+		row.Values = nans(len(sc.cols))
+	}
+	return row
 }
 
 // errSkip marks a scenario that does not apply to a target; the note says why.
