@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/internal/testserver"
+)
+
+// zkTarget returns the target lib/ZooKeeper on the test's ZooKeeper.
+func zkTarget(t *testing.T, lib string) Target {
+	t.Helper()
+	srv := testserver.ZooKeeper(t)
+	s := Servers{ZooKeeper: strings.Join(srv.Servers(), ","), KeyPrefix: "bench-test" + srv.Root() + ":"}
+	for _, tg := range zkTargets(s) {
+		if tg.Lib == lib {
+			return tg
+		}
+	}
+	t.Fatalf("no target %s/ZooKeeper", lib)
+	return Target{}
+}
+
+func TestZKTargets(t *testing.T) {
+	if ts := zkTargets(Servers{Postgres: "x"}); len(ts) != 0 {
+		t.Errorf("zkTargets without ZooKeeper: %d targets", len(ts))
+	}
+	ts := zkTargets(Servers{ZooKeeper: "x", ZKSessionS: 6})
+	if len(ts) != 2 || ts[0].ID() != "simba/ZooKeeper" || ts[1].ID() != "zk lock recipe/ZooKeeper" {
+		t.Fatalf("zkTargets: %v", ts)
+	}
+	for _, tg := range ts {
+		if tg.Takeover != 6*time.Second {
+			t.Errorf("%s: Takeover %v, want the session timeout", tg.ID(), tg.Takeover)
+		}
+	}
+	if tg := zkTargets(Servers{ZooKeeper: "x"})[1]; tg.Takeover != defaultZKSession {
+		t.Errorf("default Takeover %v", tg.Takeover)
+	}
+}
+
+func TestZKLockPath(t *testing.T) {
+	for key, want := range map[string]string{
+		"a-b_C9":  zkRecipeRoot + "/p%3Aa-b_C9",
+		"..":      zkRecipeRoot + "/p%3A%2E%2E",
+		"x/y\x00": zkRecipeRoot + "/p%3Ax%2Fy%00",
+	} {
+		if got := zkLockPath("p:", key); got != want {
+			t.Errorf("zkLockPath(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
+
+func TestZKSimba(t *testing.T) {
+	checkTarget(t, zkTarget(t, "simba"), 5*time.Second)
+}
+
+func TestZKRecipe(t *testing.T) {
+	checkTarget(t, zkTarget(t, "zk lock recipe"), 5*time.Second)
+}
+
+func TestZKOps(t *testing.T) {
+	checkOpsOwn(t, zkTarget(t, "simba").Ops)
+}
