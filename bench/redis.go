@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -26,10 +27,11 @@ const redisTTL = 8 * time.Second
 func redisTargets(s Servers) []Target {
 	prefix := s.KeyPrefix + ":"
 	ops := redisOps(s.Redis)
+	var simba, rs, rl trips
 	return []Target{{
-		Lib: "simba", Backend: "Redis", Settings: simbaSettings, Ops: ops, Takeover: simbaTTL + simbaTransition,
+		Lib: "simba", Backend: "Redis", Settings: simbaSettings, Ops: ops, Trips: simba.load, Takeover: simbaTTL + simbaTransition,
 		Open: func(context.Context) (Client, error) {
-			rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
+			rdb := simba.client(s.Redis)
 			store, err := redisstore.New(rdb, redisstore.WithKeyPrefix(prefix+"simba:"))
 			if err != nil {
 				return nil, errors.Join(err, rdb.Close())
@@ -37,20 +39,51 @@ func redisTargets(s Servers) []Target {
 			return newSimbaClient(store, store.Close, rdb.Close)
 		},
 	}, {
-		Lib: "redsync", Backend: "Redis", Ops: ops, Takeover: redisTTL,
+		Lib: "redsync", Backend: "Redis", Ops: ops, Trips: rs.load, Takeover: redisTTL,
 		Settings: fmt.Sprintf("defaults: expiry %v, 32 tries 50–250 ms apart (Lock retries them until ctx ends), Extend every %v", redisTTL, redisTTL/2),
 		Open: func(context.Context) (Client, error) {
-			rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
+			rdb := rs.client(s.Redis)
 			return &redsyncClient{rdb: rdb, rs: redsync.New(goredis.NewPool(rdb)), prefix: prefix + "redsync:"}, nil
 		},
 	}, {
-		Lib: "redislock", Backend: "Redis", Ops: ops, Takeover: redisTTL,
+		Lib: "redislock", Backend: "Redis", Ops: ops, Trips: rl.load, Takeover: redisTTL,
 		Settings: fmt.Sprintf("ttl %v, LinearBackoff(100 ms) as documented, Refresh every %v", redisTTL, redisTTL/2),
 		Open: func(context.Context) (Client, error) {
-			rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
+			rdb := rl.client(s.Redis)
 			return &redislockClient{rdb: rdb, c: redislock.New(rdb), prefix: prefix + "redislock:"}, nil
 		},
 	}}
+}
+
+// trips counts the requests of one target's go-redis clients.
+type trips struct{ n atomic.Int64 }
+
+// client returns a go-redis client on addr whose requests t counts.
+func (t *trips) client(addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb.AddHook(t)
+	return rdb
+}
+
+func (t *trips) load() int64 { return t.n.Load() }
+
+// DialHook implements redis.Hook.
+func (t *trips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook: one command, one request.
+func (t *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		t.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook: one pipeline, one request.
+func (t *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		t.n.Add(1)
+		return next(ctx, cmds)
+	}
 }
 
 // redisOps counts the commands Redis processed (INFO total_commands_processed),

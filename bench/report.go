@@ -152,8 +152,10 @@ func format(k Kind, v float64) string {
 			return thousands(v)
 		case v >= 10:
 			return fmt.Sprintf("%.1f", v)
-		default:
+		case v >= 0.1 || v == 0:
 			return fmt.Sprintf("%.2f", v)
+		default: // two significant digits
+			return fmt.Sprintf("%.*f", 1-int(math.Floor(math.Log10(v))), v)
 		}
 	case Index:
 		return fmt.Sprintf("%.2f", v)

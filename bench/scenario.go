@@ -105,22 +105,27 @@ func scenarios() []scenario {
 	ss = append(ss, scenario{
 		id: "d", letter: "d", title: fmt.Sprintf("(d) Waiter load: one holder, %d waiters", waiters),
 		method: fmt.Sprintf("One client holds a key; %d more clients block in Lock on it. After 0.5 s the server's counter is read, "+
-			"and again %v later: what waiting costs the server per second (the holder's own renewals included).",
+			"and again %v later: what waiting costs the server per second (the holder's own renewals included). "+
+			"Server ops count every command the server runs (for Redis, also those a script runs); round trips count the "+
+			"clients' requests (a script or a pipeline is one), counted in the clients for Redis and equal to the server ops elsewhere.",
 			waiters, waiterLoadFor),
 		cols: []Column{
 			{Name: "server ops/s", Kind: Rate, Better: -1, Ratio: true},
-			{Name: "per waiter/s", Kind: Rate, Better: -1},
+			{Name: "round trips/s", Kind: Rate, Better: -1, Ratio: true},
+			{Name: "trips per waiter/s", Kind: Rate, Better: -1},
 		},
 		budget: waiterLoadFor + 40*time.Second, run: waiterLoad,
 	}, scenario{
 		id: "e", letter: "e", title: fmt.Sprintf("(e) Renewal cost: %d held locks", renewLocks),
 		method: fmt.Sprintf("One client takes %d locks one after another and holds them for %v; the server's counter is read "+
-			"at the start and the end of the %v. Locks without a lease (they live as long as a connection) are not run.",
+			"at the start and the end of the %v (server ops and round trips as in (d)). "+
+			"Locks without a lease (they live as long as a connection) are not run.",
 			renewLocks, renewFor, renewFor),
 		cols: []Column{
 			{Name: "take all", Kind: Duration, Better: -1},
 			{Name: "server ops/s", Kind: Rate, Better: -1, Ratio: true},
-			{Name: "per lock/s", Kind: Rate, Better: -1},
+			{Name: "round trips/s", Kind: Rate, Better: -1, Ratio: true},
+			{Name: "trips per lock/s", Kind: Rate, Better: -1},
 		},
 		budget: renewFor + 60*time.Second, run: renewal,
 	}, scenario{
@@ -334,9 +339,9 @@ func waiterLoad(ctx context.Context, e env) ([]float64, string, error) {
 			}
 		})
 	}
-	ops0, err1 := sleepThenOps(ctx, e.t, 500*time.Millisecond)
+	c0, err1 := sleepThenCount(ctx, e.t, 500*time.Millisecond)
 	t0 := time.Now()
-	ops1, err2 := sleepThenOps(ctx, e.t, waiterLoadFor)
+	c1, err2 := sleepThenCount(ctx, e.t, waiterLoadFor)
 	el := time.Since(t0).Seconds()
 	wcancel()
 	wg.Wait()
@@ -347,18 +352,35 @@ func waiterLoad(ctx context.Context, e env) ([]float64, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	rate := float64(ops1-ops0) / el
-	return []float64{rate, rate / waiters}, "", nil
+	ops, trips := c1.rates(c0, el)
+	return []float64{ops, trips, trips / waiters}, "", nil
 }
 
-// sleepThenOps waits d and reads the target's server counter.
-func sleepThenOps(ctx context.Context, t Target, d time.Duration) (int64, error) {
+// counts are a target's server operations and client round trips so far.
+type counts struct{ ops, trips int64 }
+
+// rates returns the operations and round trips per second since c0.
+func (c counts) rates(c0 counts, seconds float64) (ops, trips float64) {
+	return float64(c.ops-c0.ops) / seconds, float64(c.trips-c0.trips) / seconds
+}
+
+// sleepThenCount waits d and reads the target's counters: round trips are
+// server operations where the target does not count them (Target.Trips).
+func sleepThenCount(ctx context.Context, t Target, d time.Duration) (counts, error) {
 	if err := sleep(ctx, d); err != nil {
-		return 0, err
+		return counts{}, err
 	}
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return t.Ops(octx)
+	ops, err := t.Ops(octx)
+	if err != nil {
+		return counts{}, err
+	}
+	c := counts{ops, ops}
+	if t.Trips != nil {
+		c.trips = t.Trips()
+	}
+	return c, nil
 }
 
 func renewal(ctx context.Context, e env) ([]float64, string, error) {
@@ -397,17 +419,17 @@ func renewal(ctx context.Context, e env) ([]float64, string, error) {
 		locks = append(locks, l)
 	}
 	took := time.Since(start).Seconds()
-	ops0, err := sleepThenOps(ctx, e.t, 0)
+	c0, err := sleepThenCount(ctx, e.t, 0)
 	if err != nil {
 		return nil, "", err
 	}
 	t0 := time.Now()
-	ops1, err := sleepThenOps(ctx, e.t, renewFor)
+	c1, err := sleepThenCount(ctx, e.t, renewFor)
 	if err != nil {
 		return nil, "", err
 	}
-	rate := float64(ops1-ops0) / time.Since(t0).Seconds()
-	return []float64{took, rate, rate / renewLocks}, "", nil
+	ops, trips := c1.rates(c0, time.Since(t0).Seconds())
+	return []float64{took, ops, trips, trips / renewLocks}, "", nil
 }
 
 func takeover(ctx context.Context, e env) ([]float64, string, error) {

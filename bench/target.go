@@ -39,6 +39,13 @@ type Target struct {
 	// The runner takes differences, so the counter may start anywhere.
 	Ops func(ctx context.Context) (int64, error)
 
+	// Trips, where the adapter counts on the client side, returns how many
+	// requests all clients of this target have sent so far (a pipeline or
+	// a script counts once, however many commands it runs on the server).
+	// Nil means one request per server operation: the runner uses Ops.
+	// Added for the waiter-load and renewal scenarios; optional.
+	Trips func() int64
+
 	// Takeover is the time the holder's lease or session needs to lapse
 	// after kill -9 (scenario f), for the report; 0 when the lock dies
 	// with the connection (advisory locks, GET_LOCK).
