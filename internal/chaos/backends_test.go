@@ -297,6 +297,12 @@ func (g group) Delay(d time.Duration) {
 	}
 }
 
+func (g group) DropReplies() {
+	for _, p := range g {
+		p.DropReplies()
+	}
+}
+
 func (g group) Heal() {
 	for _, p := range g {
 		p.Heal()

@@ -365,16 +365,25 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
-// checkTakeover checks I5: when a fault cuts off the holder for longer
-// than its lease, or kills it, another contender holds within ttl +
+// checkTakeover checks I5: when a fault cuts off the holder (black hole,
+// reset, SIGSTOP) for longer than its lease, or kills it, another contender
+// holds within ttl +
 // transition + the late jitter (1 s) + a poll and scheduling slack (1 s) of
 // the fault's start — whether or not any release notification arrives.
 func checkTakeover(setup string, eps []Episode, holds []Hold, span time.Duration) []Violation {
 	bound := span + 2*time.Second
 	var vs []Violation
 	for _, e := range eps {
-		if !e.Held || e.Fault == FaultPauseHolder || (e.Healed-e.Start < bound && e.Fault != FaultKillProc) {
-			continue // not a cut-off holder, or healed before the bound
+		switch {
+		case !e.Held:
+			continue
+		case e.Fault == FaultKillProc:
+		case e.Fault == FaultBlackhole || e.Fault == FaultCut || e.Fault == FaultStopProc:
+			if e.Healed-e.Start < bound {
+				continue // healed before the bound
+			}
+		default:
+			continue // not cut off: a slowed holder may go on renewing, a paused write keeps its lease
 		}
 		first := time.Duration(-1)
 		for _, h := range holds {
