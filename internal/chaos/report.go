@@ -53,6 +53,16 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 			p("| %s | %s | %d | %s |\n", r.Setup, k, byKind[k].n, byKind[k].worst.Round(time.Millisecond))
 		}
 	}
+	p("\n## What the nemesis does, and what it does not\n\n")
+	p("Each episode: wait 0.5 s + up to ttl + transition, pick a contender (the holder three times in four), draw a fault that applies to it, keep it for up to 2 × (ttl + transition), heal, record. ")
+	p("Network faults go through a TCP proxy per client (per node for Redis Cluster and the ZooKeeper ensemble); SQLite, which has no network, hangs the in-process client's calls instead. ")
+	p("I5 is checked after every black hole, reset or SIGSTOP of a holder that outlasts ttl + transition + 2 s, and after every kill -9 of a holder: another contender must hold within that bound of the fault's start. ")
+	p("I7 is checked per lane after everyone closed: the mutex is free within ttl + transition + 2 s; the test process is checked for leaked goroutines.\n\n")
+	p("- S5 (client wall clock stepped) is not injected: CLOCK_REALTIME is one clock for the whole machine — stepping it steps the servers' clocks too, which is a server clock fault, not S5 — and a time namespace offsets only the monotonic clocks. The lease and every store's client measure time only through Go's monotonic readings (the Clock contract of package lease); expiry is the server's. ")
+	p("For SQLite the server's clock *is* the machine's wall clock: a forward step of the machine clock shortens every held SQLite lease (the fence still rejects the stale holder).\n")
+	p("- S7 (Redis failover with asynchronous replication) is documented, not injected: the set-ups have no replicas.\n")
+	p("- S8 (ZooKeeper session expiry) happens whenever a ZooKeeper holder is black-holed past its session timeout (ttl + transition here).\n")
+	p("- S11 (leader churn) is the campaign itself; S12 (bad input) is covered by the stores' and the lease's unit tests and fuzzing, not here.\n")
 	var vs []Violation
 	for _, r := range results {
 		vs = append(vs, r.Violations...)
