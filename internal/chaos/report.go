@@ -27,7 +27,7 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 			len(r.Violations), r.Fenced.Accepted, r.Fenced.Refused, r.Unfenced.Lost, margin(r.Report.LostMargin))
 	}
 	p("\n## Worst takeover after a healed fault\n\n")
-	p("Time from the end of a fault to the next grant (any contender). The I5 bound is ttl + transition + 1 s of jitter + a holder's think time + a poll.\n\n")
+	p("Time from the end of a fault to the next grant on the lane's mutex, to any contender (the victim too). It includes the holders' think time (ttl) between acquiring and releasing; I5 is judged separately, from the fault's start (below).\n\n")
 	p("| backend | fault | episodes | worst takeover |\n| --- | --- | --- | --- |\n")
 	for _, r := range results {
 		type agg struct {
