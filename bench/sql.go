@@ -210,8 +210,8 @@ func newPglockTarget(s Servers, lease, heartbeat time.Duration) Target {
 		return &pglockClient{c: c, db: db, hb: hb, stop: stop, prefix: s.KeyPrefix}, nil
 	}
 	return Target{Lib: "pglock", Backend: "PostgreSQL",
-		Settings: fmt.Sprintf("lease %v, heartbeat %v (its default 1:4 ratio); a waiter retries every lease (%v), no wake-up; lib/pq",
-			lease, heartbeat, lease),
+		Settings: fmt.Sprintf("lease %v, heartbeat %v (its default 1:4 ratio); a waiter retries every lease, no wake-up, and takes a dead holder's row once its version stood still for a whole lease (1–2 leases after the last heartbeat); lib/pq",
+			lease, heartbeat),
 		Open: open, Ops: pgOps(s.Postgres), Takeover: lease}
 }
 
