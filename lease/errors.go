@@ -32,4 +32,13 @@ var (
 	// ErrInvalidArgument: an option, callback, store or other argument is
 	// unusable (nil, non-positive duration, inconsistent timings, ...).
 	ErrInvalidArgument = errors.New("lease: invalid argument")
+
+	// ErrStoreSetup: the store refused a request for a reason that
+	// retrying cannot fix — its table does not exist (the migrations were
+	// not run), the client lacks a privilege, the database is unknown.
+	// Stores wrap it around the server's error. Acquire and TryAcquire
+	// return it at once instead of retrying until their context ends; a
+	// Contender keeps retrying with back-off, logging each failure, so that
+	// it recovers once the setup is fixed.
+	ErrStoreSetup = errors.New("lease: store not set up")
 )

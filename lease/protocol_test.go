@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -333,5 +335,60 @@ func TestUnreleasedGrantIsNotReused(t *testing.T) {
 			t.Errorf("second local grant has token %d, want greater than the unreleased %d", second.Token(), first.Token())
 		}
 		_ = second.Release(bg)
+	})
+}
+
+// unsetStore fails every Acquire with ErrStoreSetup while broken, as a SQL
+// store without its table does.
+type unsetStore struct {
+	lease.Store
+	broken atomic.Bool
+}
+
+func (s *unsetStore) Acquire(ctx context.Context, mutex, contender string, ttl, tr time.Duration) (lease.Record, error) {
+	if s.broken.Load() {
+		return lease.Record{}, fmt.Errorf("%w: relation \"simba_mutex\" does not exist", lease.ErrStoreSetup)
+	}
+	return s.Store.Acquire(ctx, mutex, contender, ttl, tr)
+}
+
+// A store that is not set up fails Acquire and TryAcquire at once (no
+// retrying until the caller's deadline); a Contender keeps trying and leads
+// once the setup is fixed.
+func TestStoreSetupErrorFailsFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &unsetStore{Store: memstore.New()}
+		st.broken.Store(true)
+		m := newMgr(t, st, "a")
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(bg, time.Hour)
+		defer cancel()
+		if _, err := m.Acquire(ctx, "job"); !errors.Is(err, lease.ErrStoreSetup) {
+			t.Fatalf("Acquire: %v, want ErrStoreSetup", err)
+		}
+		if _, err := m.TryAcquire(bg, "job"); !errors.Is(err, lease.ErrStoreSetup) {
+			t.Fatalf("TryAcquire: %v, want ErrStoreSetup", err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("failing took %v of fake time, want none", waited)
+		}
+		led := make(chan struct{})
+		c, err := m.Contend("job", lease.Callbacks{OnAcquired: func(context.Context, *lease.Lease) { close(led) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Stop(bg)
+		time.Sleep(time.Minute)
+		select {
+		case <-led:
+			t.Fatal("led through a store without its table")
+		default:
+		}
+		st.broken.Store(false) // the migrations ran
+		select {
+		case <-led:
+		case <-time.After(time.Minute):
+			t.Fatal("the contender gave up on a store that was set up later")
+		}
 	})
 }

@@ -157,8 +157,9 @@ func (s *slot) retire() bool {
 	return len(s.claims) == 0
 }
 
-func isTry(c *claim) bool  { return c.kind == claimTry }
-func anyClaim(*claim) bool { return true }
+func isTry(c *claim) bool      { return c.kind == claimTry }
+func anyClaim(*claim) bool     { return true }
+func notContend(c *claim) bool { return c.kind != claimContend }
 
 // run is the slot's goroutine: contend while there are claims, hold a
 // grant for one claim at a time, clean up and retire when idle.
@@ -215,7 +216,11 @@ func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 	if err != nil {
 		p.uncertain = true
 		p.errs++
-		s.failIf(fmt.Errorf("lease: acquire %q: %w", s.name, err), isTry)
+		match := isTry
+		if errors.Is(err, ErrStoreSetup) {
+			match = notContend // waiting cannot fix it: tell the caller now
+		}
+		s.failIf(fmt.Errorf("lease: acquire %q: %w", s.name, err), match)
 		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
 		if !s.empty() {
 			s.wait(cfg.backoff(p.errs-1), events)

@@ -50,7 +50,9 @@ import (
 //     free mutex is a zero Owner, not an error.
 //
 // Errors other than ErrNotHeld mean the outcome is unknown (the request may
-// or may not have been applied); the caller retries or gives up safely.
+// or may not have been applied); the caller retries or gives up safely. A
+// Store wraps [ErrStoreSetup] around errors that retrying cannot fix (a
+// missing table, a missing privilege), so that callers fail fast.
 type Store interface {
 	Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (Record, error)
 	Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (Record, error)

@@ -48,10 +48,18 @@ func (s *Store) run(ctx context.Context, script *redis.Script, k []string, args 
 }
 
 // scriptErr marks the error a script raises on a foreign value under the
-// Store's keys.
+// Store's keys, and a server's refusal to run the Store's commands for
+// this client (an ACL without EVALSHA or without the keys: NOPERM) as
+// lease.ErrStoreSetup.
 func scriptErr(err error) error {
-	if err != nil && strings.Contains(err.Error(), "SIMBA ") {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), "SIMBA ") {
 		return fmt.Errorf("%w: %v", ErrUnexpectedReply, err)
+	}
+	if strings.HasPrefix(err.Error(), "NOPERM") {
+		return fmt.Errorf("%w (the client's ACL user needs the scripting commands and the store's keys): %w", lease.ErrStoreSetup, err)
 	}
 	return err
 }

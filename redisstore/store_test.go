@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/redisstore"
 )
@@ -227,5 +229,34 @@ func TestGarbageUnderOurKeys(t *testing.T) {
 				t.Errorf("%s: Get error %v, want ErrUnexpectedReply", what, err)
 			}
 		}
+	}
+}
+
+// TestACLWithoutScripting: a client whose ACL user may not run scripts gets
+// lease.ErrStoreSetup, so a blocking Acquire fails at once.
+func TestACLWithoutScripting(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Redis(t)
+	admin := dial(t, srv.Addr())
+	user := "simba-noscript-" + strings.ReplaceAll(t.Name(), "/", "-")
+	if err := admin.Do(bg, "ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "&*", "+@all", "-@scripting").Err(); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	t.Cleanup(func() { admin.Do(bg, "ACL", "DELUSER", user) })
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "pw", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s := newStore(t, c, srv.KeyPrefix())
+	if _, err := s.Acquire(bg, "m", "a", ttl, tr); !errors.Is(err, lease.ErrStoreSetup) {
+		t.Fatalf("Acquire = %v, want ErrStoreSetup", err)
+	}
+	m, err := lease.NewManager(s, lease.WithContenderID("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(bg)
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	if _, err := m.Acquire(ctx, "m"); !errors.Is(err, lease.ErrStoreSetup) || ctx.Err() != nil {
+		t.Errorf("Manager.Acquire = %v (context: %v), want ErrStoreSetup at once", err, ctx.Err())
 	}
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/simba-go/simba/lease"
 )
 
 // retry runs f until it succeeds, fails with an error that is not
@@ -33,6 +37,8 @@ func (s *Store) retry(ctx context.Context, f func() error) error {
 		case transient(err) && attempt < s.retries:
 			backoff = time.Duration(2<<attempt)*time.Millisecond + rand.N(2*time.Millisecond)
 			attempt++
+		case setupError(err):
+			return fmt.Errorf("%w (run the migrations of package schema, or check the grants): %w", lease.ErrStoreSetup, err)
 		default:
 			return err
 		}
@@ -101,6 +107,51 @@ func transient(err error) bool {
 	if errors.As(err, &my) {
 		switch my.Number {
 		case myDeadlock, myLockWaitTimeout:
+			return true
+		}
+	}
+	return false
+}
+
+// setupError reports whether err says the store is not set up for this
+// client, which no retry fixes: a missing table or column (the migrations
+// were not run), a missing privilege, an unknown database, refused
+// credentials.
+func setupError(err error) bool {
+	var pg interface{ SQLState() string }
+	if errors.As(err, &pg) {
+		switch pg.SQLState() {
+		case "42P01", // undefined_table
+			"42703", // undefined_column
+			"42501", // insufficient_privilege
+			"3D000", // invalid_catalog_name
+			"28000", // invalid_authorization_specification
+			"28P01": // invalid_password
+			return true
+		}
+		return false
+	}
+	var my *mysql.MySQLError
+	if errors.As(err, &my) {
+		switch my.Number {
+		case 1044, // ER_DBACCESS_DENIED_ERROR
+			1045, // ER_ACCESS_DENIED_ERROR
+			1049, // ER_BAD_DB_ERROR
+			1054, // ER_BAD_FIELD_ERROR
+			1142, // ER_TABLEACCESS_DENIED_ERROR
+			1143, // ER_COLUMNACCESS_DENIED_ERROR
+			1146: // ER_NO_SUCH_TABLE
+			return true
+		}
+		return false
+	}
+	var lite interface{ Code() int }
+	if errors.As(err, &lite) {
+		switch lite.Code() & 0xff {
+		case 1: // SQLITE_ERROR: a missing table or column, among others
+			msg := err.Error()
+			return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column")
+		case 3, 8, 23: // SQLITE_PERM, SQLITE_READONLY, SQLITE_AUTH
 			return true
 		}
 	}

@@ -217,3 +217,30 @@ func TestList(t *testing.T) {
 		}
 	})
 }
+
+// TestMissingTable: on a database whose migrations were not run, every
+// operation fails with lease.ErrStoreSetup and a blocking Acquire returns
+// at once instead of retrying until its context ends.
+func TestMissingTable(t *testing.T) {
+	forEach(t, func(t *testing.T, d dialect) {
+		s := d.newStore(t, d.fresh(t))
+		if _, err := s.Get(t.Context(), "m"); !errors.Is(err, lease.ErrStoreSetup) {
+			t.Errorf("Get = %v, want ErrStoreSetup", err)
+		}
+		m, err := lease.NewManager(s, lease.WithContenderID("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(context.Background())
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		_, err = m.Acquire(ctx, "m")
+		if !errors.Is(err, lease.ErrStoreSetup) || !strings.Contains(err.Error(), "migrations") {
+			t.Errorf("Acquire = %v, want ErrStoreSetup that names the migrations", err)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("Acquire took %v to fail", took)
+		}
+	})
+}
