@@ -98,7 +98,11 @@ func ratios(cols []Column, r Row, rows []Row) string {
 				best = v
 			}
 		}
-		if math.IsNaN(best) {
+		switch {
+		case math.IsNaN(best):
+			continue
+		case best == 0 || r.Values[i] == 0:
+			out = append(out, fmt.Sprintf("%s: best peer %s", c.Name, format(c.Kind, best)))
 			continue
 		}
 		f := r.Values[i] / best
@@ -133,8 +137,10 @@ func sig(f float64) string {
 		return thousands(f)
 	case f >= 10:
 		return fmt.Sprintf("%.0f", f)
-	default:
+	case f >= 1.1 && f < 10:
 		return fmt.Sprintf("%.1f", f)
+	default:
+		return fmt.Sprintf("%.2f", f)
 	}
 }
 

@@ -51,6 +51,7 @@ const (
 	manyKeysFor    = 3 * time.Second
 	handoffFor     = 4 * time.Second
 	handoffMax     = 200
+	handoffHold    = time.Millisecond
 	waiterLoadFor  = 5 * time.Second
 	renewFor       = 10 * time.Second
 	manyKeys       = 10000
@@ -87,10 +88,12 @@ func scenarios() []scenario {
 		ss = append(ss, scenario{
 			id: fmt.Sprintf("c%d", k), letter: "c", title: fmt.Sprintf("(c) Hand-off, K = %d contenders on one mutex", k),
 			method: fmt.Sprintf("%d contenders, each with a client of its own, loop on one key: lock, unlock, wait until another "+
-				"contender has the lock, lock again. The gap runs from the moment the holder calls Unlock to the moment the "+
+				"contender has the lock, lock again. A holder unlocks %v after all the others are in Lock, so every waiter has made "+
+				"its first attempt and waits the way its library waits (polling libraries: the one that just came back waits about its "+
+				"whole retry delay). The gap runs from the moment the holder calls Unlock to the moment the "+
 				"next contender's Lock returns, so it includes the release's round trip. Stops after %d hand-offs or %v. "+
 				"Jain's index is over the acquisitions per contender (1 = all equal, 1/K = one took all); the longest wait is the longest "+
-				"completed Lock call.", k, handoffMax, handoffFor),
+				"completed Lock call.", k, handoffHold, handoffMax, handoffFor),
 			cols: []Column{
 				{Name: "hand-offs", Kind: Count},
 				{Name: "gap p50", Kind: Duration, Better: -1, Ratio: true},
@@ -243,6 +246,7 @@ func handoff(ctx context.Context, e env, k int) ([]float64, string, error) {
 		gaps     []time.Duration
 		acqs     = make([]int, k)
 		n        int
+		inLock   int // contenders in a Lock call
 		overlaps int
 		longest  time.Duration
 		first    error
@@ -256,18 +260,39 @@ func handoff(ctx context.Context, e env, k int) ([]float64, string, error) {
 		mu.Unlock()
 		cancel()
 	}
+	// othersWaiting waits until every other contender is in Lock, and then
+	// handoffHold more, so that each has made its first attempt and waits
+	// the way its library waits.
+	othersWaiting := func() {
+		for run.Err() == nil {
+			mu.Lock()
+			all := inLock >= k-1
+			mu.Unlock()
+			if all {
+				break
+			}
+			_ = sleep(run, 100*time.Microsecond)
+		}
+		_ = sleep(run, handoffHold)
+	}
 	for i, c := range cs {
 		wg.Go(func() {
 			for run.Err() == nil {
 				t0 := time.Now()
+				mu.Lock()
+				inLock++
+				mu.Unlock()
 				l, err := c.Lock(run, key)
+				now := time.Now()
+				mu.Lock()
+				inLock--
+				mu.Unlock()
 				if err != nil {
 					if run.Err() == nil {
 						fail(fmt.Errorf("lock: %w", err))
 					}
 					return
 				}
-				now := time.Now()
 				mu.Lock()
 				if holder >= 0 {
 					overlaps++
@@ -285,6 +310,9 @@ func handoff(ctx context.Context, e env, k int) ([]float64, string, error) {
 					cancel()
 				}
 				next := acquired
+				mu.Unlock()
+				othersWaiting()
+				mu.Lock()
 				holder, last, released = -1, i, time.Now()
 				mu.Unlock()
 				if err := unlock(l); err != nil {
@@ -307,6 +335,9 @@ func handoff(ctx context.Context, e env, k int) ([]float64, string, error) {
 	}
 	if n == 0 {
 		return nil, "", errors.New("nobody acquired the lock")
+	}
+	if len(gaps) == 0 {
+		return []float64{0, math.NaN(), math.NaN(), math.NaN(), longest.Seconds()}, fmt.Sprintf("no hand-off within %v: the gap is longer", handoffFor), nil
 	}
 	return []float64{float64(len(gaps)), percentile(gaps, .5), percentile(gaps, .99), jain(acqs), longest.Seconds()}, "", nil
 }
