@@ -58,7 +58,7 @@ func renderChart(tables []Table) string {
 	}
 	x0 := float64(labelW)
 	ax := newLogAxis(vals, x0, panelW)
-	p(`<text x="%d" y="18" font-size="13" font-weight="bold">Hand-off gap, release → next holder (bar p50, tick p99)</text>`+"\n", labelW)
+	p(`<text x="%d" y="18" font-size="13" font-weight="bold">Hand-off gap (bar p50, tick p99)</text>`+"\n", labelW)
 	for i, s := range hand {
 		lx := labelW + i*90
 		p(`<rect x="%d" y="28" width="10" height="10" fill="%s"/><text x="%d" y="37">%s</text>`+"\n", lx, s.color, lx+14, s.name)
@@ -90,8 +90,13 @@ func renderChart(tables []Table) string {
 		}
 		lx0 := float64(labelW + panelW + gapW)
 		la := newLogAxis(lv, lx0, panelW)
-		p(`<text x="%.0f" y="18" font-size="13" font-weight="bold">Waiter load: server ops/s, 1 holder + %d waiters</text>`+"\n", lx0, waiters)
-		la.draw(p, top, top+rowH*len(rows), func(v float64) string { return format(Rate, v) })
+		p(`<text x="%.0f" y="18" font-size="13" font-weight="bold">Waiter load: server ops/s, %d waiters</text>`+"\n", lx0, waiters)
+		la.draw(p, top, top+rowH*len(rows), func(v float64) string {
+			if v >= 1000 {
+				return thousands(v)
+			}
+			return fmt.Sprintf("%g", v)
+		})
 		for j, r := range rows {
 			v := rowOf(load, r.Target)
 			y := top + j*rowH + rowH/2 - 6
@@ -104,7 +109,7 @@ func renderChart(tables []Table) string {
 			p(`<text x="%.1f" y="%d" font-size="9">%s</text>`+"\n", la.pos(v[0])+3, y+10, format(Rate, v[0]))
 		}
 	}
-	p(`<text x="%d" y="%d" fill="#666">Log scales. A dash: not measured (see docs/benchmarks.md).</text>`+"\n", labelW, height-12)
+	p(`<text x="%d" y="%d" fill="#666">Log scales; bars start at the axis. A dash: not measured (see docs/benchmarks.md).</text>`+"\n", labelW, height-12)
 	p("</svg>\n")
 	return b.String()
 }
