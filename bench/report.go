@@ -46,11 +46,80 @@ func renderReport(facts []fact, targets []Target, tables []Table, wall time.Dura
 		"The column *simba vs best peer* gives, on simba's rows, its factor against the best peer library on the same backend " +
 		"for the headline columns: *3.0× better* means a third of the best peer's time or server load, or three times its rate or fairness. " +
 		"A dash (—) means not measured; the last column says why (an error, a time limit, or a scenario that does not apply).\n\n")
+	writeSummary(&b, tables)
 	p("![Hand-off gap and waiter load per target](benchmarks-handoff.svg)\n\n")
 	for _, t := range tables {
 		writeTable(&b, t)
 	}
 	return b.String()
+}
+
+// summaryCols are the headline factors of the summary: table, column and
+// heading.
+var summaryCols = []struct{ table, col, head string }{
+	{"c2", "gap p50", "hand-off p50, K = 2"},
+	{"c8", "gap p50", "K = 8"},
+	{"c32", "gap p50", "K = 32"},
+	{"c32", "Jain", "fairness (Jain), K = 32"},
+	{"d", "server ops/s", "waiter load (server ops)"},
+	{"e", "round trips/s", "renewal (round trips)"},
+	{"a", "pairs/s", "uncontended pairs/s"},
+	{"b", "cycles/s", "64 goroutines cycles/s"},
+}
+
+// writeSummary writes simba's factor against the best peer on each backend
+// for the headline columns.
+func writeSummary(b *strings.Builder, tables []Table) {
+	byID := map[string]Table{}
+	for _, t := range tables {
+		byID[t.ID] = t
+	}
+	var bs []string
+	for _, be := range backends {
+		for _, t := range tables {
+			if slices.ContainsFunc(t.Rows, func(r Row) bool { return r.Target.Backend == be && r.Target.Lib == "simba" }) && !slices.Contains(bs, be) {
+				bs = append(bs, be)
+			}
+		}
+	}
+	if len(bs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Summary: simba against the best peer on the same backend\n\n| Backend |")
+	for _, c := range summaryCols {
+		fmt.Fprintf(b, " %s |", c.head)
+	}
+	fmt.Fprintf(b, "\n|---|%s\n", strings.Repeat("---|", len(summaryCols)))
+	for _, be := range bs {
+		fmt.Fprintf(b, "| %s |", be)
+		for _, c := range summaryCols {
+			fmt.Fprintf(b, " %s |", summaryFactor(byID[c.table], c.col, be))
+		}
+		fmt.Fprintf(b, "\n")
+	}
+	fmt.Fprintf(b, "\nEach cell is simba's factor for one column of the tables below (— where either side was not measured).\n\n")
+}
+
+// summaryFactor returns simba's factor in column col of tab on backend be.
+func summaryFactor(tab Table, col, be string) string {
+	i := slices.IndexFunc(tab.Cols, func(c Column) bool { return c.Name == col })
+	if i < 0 {
+		return "—"
+	}
+	rows := sortRows(tab.Rows)
+	for _, r := range rows {
+		if r.Target.Backend == be && r.Target.Lib == "simba" {
+			cols := slices.Clone(tab.Cols)
+			for j := range cols {
+				cols[j].Ratio = j == i
+			}
+			if f := ratios(cols, r, rows); f != "" && f != "no peer measured" {
+				return strings.TrimPrefix(f, col+" ")
+			}
+			return "—"
+		}
+	}
+	return "—"
 }
 
 func writeTable(b *strings.Builder, t Table) {

@@ -54,6 +54,7 @@ const (
 	handoffHold    = time.Millisecond
 	waiterLoadFor  = 5 * time.Second
 	renewFor       = 10 * time.Second
+	renewTakeFor   = 20 * time.Second // to take the renewLocks locks
 	manyKeys       = 10000
 	manyKeysGs     = 64
 	waiters        = 32
@@ -122,8 +123,8 @@ func scenarios() []scenario {
 		id: "e", letter: "e", title: fmt.Sprintf("(e) Renewal cost: %d held locks", renewLocks),
 		method: fmt.Sprintf("One client takes %d locks one after another and holds them for %v; the server's counter is read "+
 			"at the start and the end of the %v (server ops and round trips as in (d)). "+
-			"Locks without a lease (they live as long as a connection) are not run.",
-			renewLocks, renewFor, renewFor),
+			"Locks without a lease (they live as long as a connection) are not run; taking the locks may take %v at most.",
+			renewLocks, renewFor, renewFor, renewTakeFor),
 		cols: []Column{
 			{Name: "take all", Kind: Duration, Better: -1},
 			{Name: "server ops/s", Kind: Rate, Better: -1, Ratio: true},
@@ -440,7 +441,7 @@ func renewal(ctx context.Context, e env) ([]float64, string, error) {
 		wg.Wait()
 	}()
 	start := time.Now()
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	tctx, cancel := context.WithTimeout(ctx, renewTakeFor)
 	defer cancel()
 	for i := range renewLocks {
 		l, err := cs[0].Lock(tctx, e.key(fmt.Sprintf("e%d", i)))
