@@ -58,6 +58,9 @@ func TestBench(t *testing.T) {
 			need[tg.Backend] = true
 		}
 	}
+	if len(need) == 0 {
+		t.Fatalf("no target matches -only %q", *only)
+	}
 	s, versions := startServers(t, need)
 	targets := slices.DeleteFunc(Targets(s), func(tg Target) bool { return !o.Selected(tg) })
 	servers, err := json.Marshal(s)
@@ -117,7 +120,9 @@ func startServers(t *testing.T, need map[string]bool) (Servers, map[string]strin
 		v["ZooKeeper"] = zkVersion(zk.Servers()[0])
 	}
 	if need["etcd"] {
-		s.Etcd, v["etcd"] = startEtcd(t)
+		if s.Etcd, v["etcd"] = startEtcd(t); s.Etcd == "" {
+			delete(v, "etcd")
+		}
 	}
 	// simba's restart guard holds new mutexes back on a Redis younger than
 	// ttl + transition + 1 s (redisstore.WithRestartGuard).

@@ -37,7 +37,8 @@ const etcdBinary = "/usr/bin/etcd"
 // startEtcd runs etcd (Debian's etcd-server) as a child process on free
 // 127.0.0.1 ports with a data directory in t.TempDir(), waits until it
 // answers, and kills it when t ends. It returns the client address and the
-// server's version. t is skipped when etcd is not installed.
+// server's version; addr is empty (and the run goes on without etcd) when
+// etcd is not installed.
 func startEtcd(t testing.TB) (addr, version string) {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
@@ -45,7 +46,8 @@ func startEtcd(t testing.TB) (addr, version string) {
 		bin = etcdBinary
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("etcd is not installed (Debian: apt-get install etcd-server): %v", err)
+		t.Logf("no etcd target: etcd is not installed (Debian: apt-get install etcd-server): %v", err)
+		return "", ""
 	}
 	client, peer := freePort(t), freePort(t)
 	cu, pu := "http://"+client, "http://"+peer
@@ -126,6 +128,9 @@ func getJSON(url string, v any) error {
 // client and one session (lease TTL etcdSessionTTL) per Client, one Mutex
 // per Lock, as etcd's documentation shows.
 func etcdTargets(s Servers) []Target {
+	if s.Etcd == "" {
+		return nil
+	}
 	return []Target{{
 		Lib: "etcd Mutex", Backend: "etcd", Takeover: etcdSessionTTL * time.Second,
 		Settings: fmt.Sprintf("concurrency.Session TTL %d s (keep-alive every TTL/3), NewMutex per lock", etcdSessionTTL),

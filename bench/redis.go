@@ -23,8 +23,12 @@ import (
 const redisTTL = 8 * time.Second
 
 // redisTargets returns simba, redsync and bsm/redislock on s.Redis, each
-// client with a go-redis client (and connections) of its own.
+// client with a go-redis client (and connections) of its own; none when s
+// has no Redis.
 func redisTargets(s Servers) []Target {
+	if s.Redis == "" {
+		return nil
+	}
 	prefix := s.KeyPrefix + ":"
 	ops := redisOps(s.Redis)
 	var simba, rs, rl trips
