@@ -241,8 +241,7 @@ func handoff(ctx context.Context, e env, k int) ([]float64, string, error) {
 	var (
 		mu       sync.Mutex
 		holder   = -1
-		last     = -1
-		released time.Time
+		released time.Time             // when the last holder called Unlock
 		acquired = make(chan struct{}) // closed at the next acquisition
 		gaps     []time.Duration
 		acqs     = make([]int, k)
@@ -287,19 +286,18 @@ func handoff(ctx context.Context, e env, k int) ([]float64, string, error) {
 				now := time.Now()
 				mu.Lock()
 				inLock--
-				mu.Unlock()
 				if err != nil {
+					mu.Unlock()
 					if run.Err() == nil {
 						fail(fmt.Errorf("lock: %w", err))
 					}
 					return
 				}
-				mu.Lock()
 				if holder >= 0 {
 					overlaps++
 				}
 				holder = i
-				if last >= 0 {
+				if !released.IsZero() {
 					gaps = append(gaps, now.Sub(released))
 				}
 				acqs[i]++
@@ -314,7 +312,7 @@ func handoff(ctx context.Context, e env, k int) ([]float64, string, error) {
 				mu.Unlock()
 				othersWaiting()
 				mu.Lock()
-				holder, last, released = -1, i, time.Now()
+				holder, released = -1, time.Now()
 				mu.Unlock()
 				if err := unlock(l); err != nil {
 					fail(fmt.Errorf("unlock: %w", err))
