@@ -90,14 +90,25 @@ func writeSummary(b *strings.Builder, tables []Table) {
 		fmt.Fprintf(b, " %s |", c.head)
 	}
 	fmt.Fprintf(b, "\n|---|%s\n", strings.Repeat("---|", len(summaryCols)))
+	var alone []string
 	for _, be := range bs {
-		fmt.Fprintf(b, "| %s |", be)
-		for _, c := range summaryCols {
-			fmt.Fprintf(b, " %s |", summaryFactor(byID[c.table], c.col, be))
+		cells := make([]string, len(summaryCols))
+		measured := false
+		for i, c := range summaryCols {
+			cells[i] = summaryFactor(byID[c.table], c.col, be)
+			measured = measured || cells[i] != "—"
 		}
-		fmt.Fprintf(b, "\n")
+		if !measured {
+			alone = append(alone, be)
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s |\n", be, strings.Join(cells, " | "))
 	}
-	fmt.Fprintf(b, "\nEach cell is simba's factor for one column of the tables below (— where either side was not measured).\n\n")
+	fmt.Fprintf(b, "\nEach cell is simba's factor for one column of the tables below (— where either side was not measured).")
+	if len(alone) > 0 {
+		fmt.Fprintf(b, " No peer library runs on %s.", strings.Join(alone, ", "))
+	}
+	fmt.Fprintf(b, "\n\n")
 }
 
 // summaryFactor returns simba's factor in column col of tab on backend be.
