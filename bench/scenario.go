@@ -74,10 +74,10 @@ func scenarios() []scenario {
 		},
 		budget: uncontendedFor + 30*time.Second, run: uncontended,
 	}, {
-		id: "b", letter: "b", title: fmt.Sprintf("(b) %d goroutines over %d keys", manyKeysGs, manyKeys),
+		id: "b", letter: "b", title: fmt.Sprintf("(b) %d goroutines over %s keys", manyKeysGs, thousands(manyKeys)),
 		method: fmt.Sprintf("%d goroutines, each with a client of its own (as %d processes would), lock a key drawn uniformly "+
-			"from %d and unlock it at once, for %v. Collisions are rare and wait as the library waits.",
-			manyKeysGs, manyKeysGs, manyKeys, manyKeysFor),
+			"from %s and unlock it at once, for %v. Collisions are rare and wait as the library waits.",
+			manyKeysGs, manyKeysGs, thousands(manyKeys), manyKeysFor),
 		cols: []Column{
 			{Name: "cycles/s", Kind: Rate, Better: +1, Ratio: true},
 			{Name: "cycle p50", Kind: Duration, Better: -1},
@@ -120,11 +120,11 @@ func scenarios() []scenario {
 		},
 		budget: waiterLoadFor + 40*time.Second, run: waiterLoad,
 	}, scenario{
-		id: "e", letter: "e", title: fmt.Sprintf("(e) Renewal cost: %d held locks", renewLocks),
-		method: fmt.Sprintf("One client takes %d locks one after another and holds them for %v; the server's counter is read "+
+		id: "e", letter: "e", title: fmt.Sprintf("(e) Renewal cost: %s held locks", thousands(renewLocks)),
+		method: fmt.Sprintf("One client takes %s locks one after another and holds them for %v; the server's counter is read "+
 			"at the start and the end of the %v (server ops and round trips as in (d)). "+
 			"Locks without a lease (they live as long as a connection) are not run; taking the locks may take %v at most.",
-			renewLocks, renewFor, renewFor, renewTakeFor),
+			thousands(renewLocks), renewFor, renewFor, renewTakeFor),
 		cols: []Column{
 			{Name: "take all", Kind: Duration, Better: -1},
 			{Name: "server ops/s", Kind: Rate, Better: -1, Ratio: true},
