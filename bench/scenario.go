@@ -93,8 +93,8 @@ func scenarios() []scenario {
 				"its first attempt and waits the way its library waits (polling libraries: the one that just came back waits about its "+
 				"whole retry delay). The gap runs from the moment the holder calls Unlock to the moment the "+
 				"next contender's Lock returns, so it includes the release's round trip. Stops after %d hand-offs or %v. "+
-				"Jain's index is over the acquisitions per contender (1 = all equal, 1/K = one took all); the longest wait is the longest "+
-				"completed Lock call.", k, handoffHold, handoffMax, handoffFor),
+				"Jain's index is over the acquisitions per contender (1 = all equal, 1/K = one took all; with K = 2 the protocol "+
+				"makes contenders alternate, so it is 1 by construction); the longest wait is the longest completed Lock call.", k, handoffHold, handoffMax, handoffFor),
 			cols: []Column{
 				{Name: "hand-offs", Kind: Count},
 				{Name: "gap p50", Kind: Duration, Better: -1, Ratio: true},
