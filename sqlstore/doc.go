@@ -50,9 +50,9 @@
 //
 //   - PostgreSQL: the release statement sends NOTIFY on a channel named
 //     after the table, with the mutex as payload; while any waiter of this
-//     Store waits, one connection borrowed from the pool LISTENs (pgx's
-//     stdlib driver only: with another driver Watch fails with [ErrNoPush]
-//     and waiters poll).
+//     Store waits, and for 30 s after the last one, one connection borrowed
+//     from the pool LISTENs (pgx's stdlib driver only: with another driver
+//     Watch fails with [ErrNoPush] and waiters poll).
 //   - MySQL: while this Store holds grants, one borrowed connection holds a
 //     named lock (GET_LOCK) per grant, a doorbell derived from the
 //     database, the table and the mutex; after an acquire of a watched

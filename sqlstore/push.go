@@ -94,7 +94,8 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 // goroutines have ended. The *sql.DB stays open: it is the caller's. Calls
 // other than Watch keep working after Close; Watch fails with an error
 // wrapping lease.ErrClosed. Close is idempotent. Without Close, the
-// goroutines end by themselves once nothing is watched or held.
+// goroutines end by themselves once nothing is watched or held (on
+// PostgreSQL, 30 s later: the LISTEN session lingers for the next waiter).
 func (s *Store) Close() error {
 	if s.hub == nil {
 		return nil
@@ -116,15 +117,27 @@ type pushBackend interface {
 	close()
 }
 
+// listenLinger is how long PostgreSQL's LISTEN session outlives its last
+// subscriber. A lease.Manager subscribes before every attempt, and ending
+// a session costs its connection (pgx closes a connection whose wait is
+// cancelled): without the linger, every acquire would open a new server
+// connection. With it, a store that acquires at least every half minute
+// keeps one pooled connection in LISTEN.
+const listenLinger = 30 * time.Second
+
 // hub fans notifications out to the Watch channels of one Store.
 type hub struct {
 	pool    *sql.DB // whose connection limit decides whether push may borrow
 	backend pushBackend
+	linger  time.Duration // how long the backend runs on without subscribers
 
-	mu    sync.Mutex
-	subs  map[string]map[chan lease.Event]struct{}
-	count int
-	dead  error // why push cannot work any more (ErrNoPush or ErrClosed)
+	mu      sync.Mutex
+	subs    map[string]map[chan lease.Event]struct{}
+	count   int
+	running bool        // the backend was started and not stopped
+	idle    *time.Timer // stops the backend after linger; nil when none pending
+	gen     int         // invalidates an idle timer that fired too late
+	dead    error       // why push cannot work any more (ErrNoPush or ErrClosed)
 }
 
 // usable returns nil when push can work, else why not: the backend gave
@@ -155,7 +168,13 @@ func (h *hub) watch(ctx context.Context, mutex string) <-chan lease.Event {
 	}
 	set[ch] = struct{}{}
 	h.count++
-	if h.count == 1 {
+	h.gen++ // a pending idle stop no longer applies
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	if !h.running {
+		h.running = true
 		h.backend.start()
 	}
 	h.mu.Unlock()
@@ -176,9 +195,24 @@ func (h *hub) remove(mutex string, ch chan lease.Event) {
 	}
 	close(ch)
 	h.count--
-	if h.count == 0 {
-		h.backend.stop()
+	if h.count > 0 {
+		return
 	}
+	if h.linger <= 0 {
+		h.running = false
+		h.backend.stop()
+		return
+	}
+	h.gen++
+	gen := h.gen
+	h.idle = time.AfterFunc(h.linger, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.gen == gen && h.running {
+			h.running, h.idle = false, nil
+			h.backend.stop()
+		}
+	})
 }
 
 // notify wakes the subscribers of mutex.
@@ -237,8 +271,14 @@ func (h *hub) giveUp(why error) {
 		}
 		delete(h.subs, mutex)
 	}
-	if h.count > 0 {
-		h.count = 0
+	h.count = 0
+	h.gen++
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	if h.running {
+		h.running = false
 		h.backend.stop()
 	}
 }

@@ -230,3 +230,39 @@ func TestClose(t *testing.T) {
 		}
 	})
 }
+
+// TestListenSessionOutlivesAcquire: a Manager subscribes before each
+// attempt, and an ended LISTEN session costs its connection (pgx closes a
+// connection whose wait is cancelled). The session lingers, so a loop of
+// uncontended acquires and releases opens no new server session per cycle
+// (it opened one almost every cycle before: 41 in 50).
+func TestListenSessionOutlivesAcquire(t *testing.T) {
+	t.Parallel()
+	dsn := postgres.migrated(t)
+	admin := postgres.open(t, dsn)
+	sessions := func() int64 {
+		t.Helper()
+		time.Sleep(1100 * time.Millisecond) // backends report their statistics once a second
+		var n int64
+		if err := admin.QueryRowContext(t.Context(),
+			"SELECT sessions FROM pg_stat_database WHERE datname = current_database()").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	m := newManager(t, postgres.newStore(t, dsn), "a")
+	before := sessions()
+	const cycles = 50
+	for range cycles {
+		l, err := m.Acquire(t.Context(), "linger")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sessions() - before; n > 3 {
+		t.Errorf("%d acquire/release cycles opened %d server sessions, want at most 3 (statements and LISTEN)", cycles, n)
+	}
+}

@@ -114,7 +114,7 @@ func NewPostgres(db *sql.DB, opts ...Option) (*Store, error) {
 	channel := channelName(c.table)
 	s := &Store{eng: pgEngine{db: dbtx, channel: channel}, dialect: "postgres", retries: c.retries, hooks: noHooks{}}
 	if c.push {
-		s.hub = &hub{pool: db}
+		s.hub = &hub{pool: db, linger: listenLinger}
 		s.hub.backend = &listener{db: db, channel: channel, hub: s.hub, log: c.logger}
 	}
 	return s, nil
