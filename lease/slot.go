@@ -183,9 +183,11 @@ func (s *slot) run() {
 			events = nil
 			continue
 		}
-		if events == nil && s.m.watcher != nil {
-			// Subscribe before the attempt, so a release between a lost
-			// attempt and the wait cannot be missed.
+		if events == nil && s.m.watcher != nil && (p.queued || p.errs > 0) {
+			// Subscribe once an attempt lost (an uncontended acquire never
+			// pays for a subscription) and attempt again at once: a release
+			// between the lost attempt and the subscription is seen by the
+			// new attempt, later ones by the subscription.
 			events, _ = s.m.watcher.Watch(ctx, s.name, s.m.cfg.id)
 		}
 		select { // changes before this attempt are seen by it
@@ -232,9 +234,9 @@ func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 	if !rec.Held(cfg.id) {
 		p.queued = true
 		s.failIf(fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner), isTry)
-		if !s.empty() {
+		if !s.empty() && (*events != nil || m.watcher == nil) {
 			s.wait(cfg.waitDelay(rec), events)
-		}
+		} // else: subscribe, then attempt again at once (run)
 		return
 	}
 	p.queued = false

@@ -231,9 +231,10 @@ func caseCloseReleases(e *env) {
 }
 
 // caseNoGoroutineLeak: Managers that acquired, waited, contended, watched
-// and scheduled leave no goroutine behind once closed, even with watch
-// contexts still live and an Acquire still waiting at Close (which then
-// fails with ErrClosed).
+// and scheduled leave no goroutine behind once closed — they and their
+// stores, whose Close (when they have one) may end what a store keeps for
+// later waiters — even with watch contexts still live and an Acquire still
+// waiting at Close (which then fails with ErrClosed).
 func caseNoGoroutineLeak(e *env) {
 	lockName, leadName, jobName := e.name("lock"), e.name("lead"), e.name("job")
 	clients := []lease.Store{e.client(), e.client(), e.client()}
@@ -290,6 +291,13 @@ func caseNoGoroutineLeak(e *env) {
 		}
 	}
 	e.checkEnded(l1, lease.ErrReleased)
+	for _, s := range clients { // a store's Close ends what it keeps for later waiters
+		if c, ok := s.(interface{ Close() error }); ok {
+			if err := c.Close(); err != nil {
+				e.t.Errorf("store Close: %v", err)
+			}
+		}
+	}
 	if err := goleak.Find(append([]goleak.Option{snapshot}, e.h.LeakOptions...)...); err != nil {
 		e.t.Errorf("goroutines left after Close: %v", err)
 	}
