@@ -183,7 +183,7 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	}
 	res.Episodes = takeovers(res.Episodes, h.Holds())
 	res.Violations = append(res.Violations, res.Report.Violations...)
-	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span)...)
+	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span, h.Now())...)
 	return res
 }
 
@@ -370,12 +370,31 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 // holds within ttl +
 // transition + the late jitter (1 s) + a poll and scheduling slack (1 s) of
 // the fault's start — whether or not any release notification arrives.
-func checkTakeover(setup string, eps []Episode, holds []Hold, span time.Duration) []Violation {
+//
+// An episode is not judged when its bound reaches past the end of the run,
+// or when a server fault (a pause or restart, drawn by lane 0's nemesis)
+// overlaps its window: a server that does not answer delays every
+// takeover, and that is not the holder's fault.
+func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Duration) []Violation {
 	bound := span + 2*time.Second
+	var server [][2]time.Duration // server faults, each extended by a bound for recovery
+	for _, e := range eps {
+		if e.Fault == FaultPauseServer || e.Fault == FaultRestartSrv {
+			server = append(server, [2]time.Duration{e.Start, e.Healed + bound})
+		}
+	}
+	overlaps := func(e Episode) bool {
+		for _, w := range server {
+			if w[0] <= e.Start+bound && e.Start <= w[1] {
+				return true
+			}
+		}
+		return false
+	}
 	var vs []Violation
 	for _, e := range eps {
 		switch {
-		case !e.Held:
+		case !e.Held || e.Start+bound > end || overlaps(e):
 			continue
 		case e.Fault == FaultKillProc:
 		case e.Fault == FaultBlackhole || e.Fault == FaultCut || e.Fault == FaultStopProc:

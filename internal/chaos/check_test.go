@@ -198,3 +198,30 @@ func TestStoppedHolds(t *testing.T) {
 		t.Errorf("EndOpen: %+v", got)
 	}
 }
+
+// TestCheckTakeover: I5 is judged on cut-off and killed holders, not
+// when a server fault overlaps the window or the window outlives the run.
+func TestCheckTakeover(t *testing.T) {
+	const span, end = 3 * time.Second, time.Minute
+	kill := Episode{Fault: FaultKillProc, Victim: "a", Held: true, Start: 10 * time.Second, Healed: 11 * time.Second, mutex: "m"}
+	late := []Hold{{Mutex: "m", Client: "b", Token: 2, Acquired: 16 * time.Second, Done: 17 * time.Second}}
+	quick := []Hold{{Mutex: "m", Client: "b", Token: 2, Acquired: 14 * time.Second, Done: 17 * time.Second}}
+	if vs := checkTakeover("s", []Episode{kill}, late, span, end); invariants(vs) != "I5" {
+		t.Errorf("takeover 6 s after a kill (bound 5 s): %v, want I5", vs)
+	}
+	if vs := checkTakeover("s", []Episode{kill}, quick, span, end); len(vs) != 0 {
+		t.Errorf("takeover 4 s after a kill: %v", vs)
+	}
+	pause := Episode{Fault: FaultPauseServer, Start: 12 * time.Second, Healed: 13 * time.Second}
+	if vs := checkTakeover("s", []Episode{kill, pause}, late, span, end); len(vs) != 0 {
+		t.Errorf("server paused during the window: %v, want not judged", vs)
+	}
+	if vs := checkTakeover("s", []Episode{kill}, nil, span, 14*time.Second); len(vs) != 0 {
+		t.Errorf("window past the end of the run: %v, want not judged", vs)
+	}
+	slow := kill
+	slow.Fault = FaultDelay
+	if vs := checkTakeover("s", []Episode{slow}, late, span, end); len(vs) != 0 {
+		t.Errorf("a slowed holder: %v, want not judged", vs)
+	}
+}

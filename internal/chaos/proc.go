@@ -37,11 +37,12 @@ type proc struct {
 	start      time.Duration
 	log        string // stdout and stderr of every incarnation
 
-	inc    int
-	name   string
-	cmd    *exec.Cmd
-	f      Faulter
-	exited chan error
+	inc     int
+	name    string
+	cmd     *exec.Cmd
+	f       Faulter
+	exited  chan struct{} // closed when the incarnation has exited
+	exitErr error         // its exit status, set before exited closes
 }
 
 // spawn starts the next incarnation.
@@ -63,8 +64,12 @@ func (p *proc) spawn() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
-	p.cmd, p.f, p.exited = cmd, f, make(chan error, 1)
-	go func() { p.exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	p.cmd, p.f, p.exited = cmd, f, exited
+	go func() {
+		p.exitErr = cmd.Wait()
+		close(exited)
+	}()
 	return nil
 }
 
@@ -81,15 +86,22 @@ func (p *proc) kill() error {
 	}
 }
 
+// killed reports whether the incarnation died of SIGKILL (the nemesis's,
+// when the run ended before its respawn).
+func (p *proc) killed() bool {
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
 // terminate asks the process to release and exit (SIGTERM), and kills it
 // when it has not within 20 s. An exit status other than 0 is an error.
 func (p *proc) terminate() error {
 	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.exited:
-		if err != nil {
-			return fmt.Errorf("exit: %w (log: %s)", err, p.log)
+	case <-p.exited:
+		if p.exitErr != nil && !p.killed() {
+			return fmt.Errorf("exit: %w (log: %s)", p.exitErr, p.log)
 		}
 		return nil
 	case <-time.After(20 * time.Second):
