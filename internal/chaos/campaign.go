@@ -449,22 +449,40 @@ func (w *Worker) PauseNext(d time.Duration) { w.pause.next.Store(int64(d)) }
 func (p *pauser) take() time.Duration { return time.Duration(p.next.Swap(0)) }
 
 // orphans checks I7 after every contender closed: within ttl + transition
-// (what a grant whose release failed may still run) plus a second, a fresh
-// client finds the mutex free, with nothing held back for a waiter that
-// left.
+// (what a grant whose release failed may still run) plus two seconds, a
+// newcomer — a fresh client and Manager — takes the mutex with
+// TryAcquire: nothing left behind (a grant, a queue entry, a znode) blocks
+// it longer. (A store's Get cannot always tell: a ZooKeeper client that
+// never wrote does not know the server's time, so it reports a waiter's
+// left-over node as held back for a whole window.)
 func orphans(s Setup, mutex string, span time.Duration) (Violation, bool) {
-	store, _, _ := s.Client()
+	store, _, opts := s.Client()
+	if opts == nil {
+		opts = []lease.Option{lease.WithTTL(s.TTL), lease.WithTransition(s.Transition)}
+	}
+	m, err := lease.NewManager(store, append(opts, lease.WithContenderID("chaos-newcomer"))...)
+	if err != nil {
+		return violation("setup", "%s: %v", s.Name, err), false
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Close(ctx)
+	}()
 	deadline := time.Now().Add(span + 2*time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		rec, err := store.Get(ctx, mutex)
-		cancel()
-		if err == nil && rec.Owner == "" && rec.Transition == 0 {
+		l, err := m.TryAcquire(ctx, mutex)
+		if err == nil {
+			_ = l.Release(ctx)
+			cancel()
 			return Violation{}, true
 		}
+		rec, gerr := store.Get(ctx, mutex)
+		cancel()
 		if time.Now().After(deadline) {
-			return violation("I7", "%s: after every contender closed and %v more, Get(%q) = %+v, %v",
-				s.Name, span+2*time.Second, mutex, rec, err), false
+			return violation("I7", "%s: after every contender closed and %v more, a newcomer cannot take %q: %v (Get = %+v, %v)",
+				s.Name, span+2*time.Second, mutex, err, rec, gerr), false
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
