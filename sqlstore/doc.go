@@ -16,7 +16,12 @@
 //	l, err := m.Acquire(ctx, "orders/42")
 //
 // The Store never opens, closes or configures db; size its pool for the
-// Managers that share it (each held lease renews every ttl/3).
+// Managers that share it (each held lease renews every ttl/3, one
+// statement per lease). Bound it: with database/sql's default (no limit),
+// the renewals of many leases taken together run at the same moments and
+// open a connection each — 1,000 held leases overran PostgreSQL's
+// max_connections in the benchmark. SetMaxOpenConns(8) to (16) serves
+// thousands of leases; push needs at least four.
 //
 // # How it works
 //

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -411,8 +412,14 @@ func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Dur
 			}
 		}
 		if first < 0 || first-e.Start > bound {
-			vs = append(vs, violation("I5", "%s: %q cut %s off at %v for %v; next grant to another at %v (bound %v after the start)",
-				setup, e.Fault, e.Victim, e.Start, e.Healed-e.Start, first, bound))
+			var around []string // the holds of the mutex near the fault, to tell why
+			for _, h := range holds {
+				if h.Mutex == e.mutex && h.Acquired < e.Start+2*bound && (h.Done == Open || h.Done > e.Start-bound) {
+					around = append(around, fmt.Sprintf("%s token %d [%v, %s]", h.Client, h.Token, h.Acquired, doneString(h.Done)))
+				}
+			}
+			vs = append(vs, violation("I5", "%s: %q cut %s off at %v for %v; next grant to another at %v (bound %v after the start); holds around: %s",
+				setup, e.Fault, e.Victim, e.Start, e.Healed-e.Start, first, bound, strings.Join(around, "; ")))
 		}
 	}
 	return vs
