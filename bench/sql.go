@@ -83,21 +83,21 @@ type simbaSQL struct {
 func simbaPostgres(s Servers) Target {
 	o := &simbaSQL{driver: "pgx", dsn: s.Postgres, dialect: schema.Postgres, prefix: s.KeyPrefix,
 		newStore: func(db *sql.DB) (*sqlstore.Store, error) { return sqlstore.NewPostgres(db) }}
-	return Target{Lib: "simba", Backend: "PostgreSQL", Settings: simbaSettings + ", LISTEN/NOTIFY (pgx stdlib)",
+	return Target{Lib: "simba", Backend: "PostgreSQL", Settings: simbaSettings + ", LISTEN/NOTIFY (pgx stdlib), pool of 16",
 		Open: o.open, Ops: pgOps(s.Postgres), Takeover: simbaTTL + simbaTransition}
 }
 
 func simbaMySQL(s Servers) Target {
 	o := &simbaSQL{driver: "mysql", dsn: withInterpolateParams(s.MySQL), dialect: schema.MySQL, prefix: s.KeyPrefix,
 		newStore: func(db *sql.DB) (*sqlstore.Store, error) { return sqlstore.NewMySQL(db) }}
-	return Target{Lib: "simba", Backend: "MariaDB", Settings: simbaSettings + ", GET_LOCK doorbells, interpolateParams=true",
+	return Target{Lib: "simba", Backend: "MariaDB", Settings: simbaSettings + ", GET_LOCK doorbells, interpolateParams=true, pool of 16",
 		Open: o.open, Ops: mysqlOps(s.MySQL), Takeover: simbaTTL + simbaTransition}
 }
 
 func simbaSQLite(s Servers) Target {
 	o := &simbaSQL{driver: "sqlite", dsn: sqliteDSN(s.SQLite), dialect: schema.SQLite, prefix: s.KeyPrefix,
 		newStore: func(db *sql.DB) (*sqlstore.Store, error) { return sqlstore.NewSQLite(db) }}
-	return Target{Lib: "simba", Backend: "SQLite", Settings: simbaSettings + ", WAL, data_version polled every 20 ms",
+	return Target{Lib: "simba", Backend: "SQLite", Settings: simbaSettings + ", WAL, data_version polled every 20 ms, pool of 16",
 		Open: o.open, Takeover: simbaTTL + simbaTransition}
 }
 
@@ -123,6 +123,7 @@ func (o *simbaSQL) open(ctx context.Context) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simba/%s: open: %w", o.dialect, err)
 	}
+	db.SetMaxOpenConns(16) // as sqlstore's documentation asks: a bounded pool
 	if err := o.migrate(ctx, db); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
