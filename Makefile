@@ -41,13 +41,17 @@ bench-sql:
 # independent mutexes per backend (each with its own contenders and
 # nemesis), CHAOS_SEED for the nemeses. The default, 30 min with 3 lanes,
 # gives each set-up about 1,100 fault episodes.
-CHAOS_FOR   ?= 30m
-CHAOS_LANES ?= 3
-CHAOS_SEED  ?= 1
+# CHAOS_ONLY (a regular expression of set-up names) runs some set-ups
+# alone, CHAOS_REPORT names the report.
+CHAOS_FOR    ?= 30m
+CHAOS_LANES  ?= 3
+CHAOS_SEED   ?= 1
+CHAOS_ONLY   ?= .
+CHAOS_REPORT ?= docs/reliability.md
 chaos: servers
-	$(GO) test -count=1 -timeout 0 -parallel 8 -run 'TestCampaign$$' -v ./internal/chaos/ -chaos.zookeeper \
+	$(GO) test -count=1 -timeout 0 -parallel 8 -run 'TestCampaign$$/$(CHAOS_ONLY)' -v ./internal/chaos/ -chaos.zookeeper \
 		-chaos.duration $(CHAOS_FOR) -chaos.lanes $(CHAOS_LANES) -chaos.seed $(CHAOS_SEED) \
-		-chaos.report $(CURDIR)/docs/reliability.md
+		-chaos.report $(CURDIR)/$(CHAOS_REPORT)
 
 # simba-go beside the peer libraries on every backend (the bench/ module,
 # TestBench): regenerates docs/benchmarks.md and docs/benchmarks-handoff.svg
