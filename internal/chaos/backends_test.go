@@ -275,6 +275,19 @@ type quietZK struct{}
 
 func (quietZK) Printf(string, ...any) {}
 
+// proxyGroup puts a proxy of its own in front of each of addrs and returns
+// them as one Faulter, with their addresses in the order of addrs.
+func proxyGroup(t *testing.T, addrs []string) (group, []string) {
+	var g group
+	var via []string
+	for _, a := range addrs {
+		p := proxyTo(t, a)
+		g = append(g, p)
+		via = append(via, p.Addr())
+	}
+	return g, via
+}
+
 // group is the Faulter of a client with a connection to each of several
 // servers: every fault hits all of them.
 type group []*faultproxy.Proxy
@@ -316,12 +329,10 @@ func clusterSetup(t *testing.T) Setup {
 	return Setup{
 		Name: "redis-cluster",
 		Client: func() (lease.Store, Faulter, []lease.Option) {
-			var g group
+			g, proxies := proxyGroup(t, cl.Addrs())
 			via := map[string]string{}
-			for _, a := range cl.Addrs() {
-				p := proxyTo(t, a)
-				g = append(g, p)
-				via[a] = p.Addr()
+			for i, a := range cl.Addrs() {
+				via[a] = proxies[i]
 			}
 			var d net.Dialer
 			c := redis.NewClusterClient(&redis.ClusterOptions{
@@ -343,12 +354,10 @@ func clusterSetup(t *testing.T) Setup {
 			return s, g, nil
 		},
 		Spawn: func() (*exec.Cmd, Faulter) {
-			var g group
-			var via []string
-			for _, a := range cl.Addrs() {
-				p := proxyTo(t, a)
-				g = append(g, p)
-				via = append(via, a+"="+p.Addr())
+			g, proxies := proxyGroup(t, cl.Addrs())
+			via := make([]string, len(proxies))
+			for i, a := range cl.Addrs() {
+				via[i] = a + "=" + proxies[i]
 			}
 			return child("redis-cluster", strings.Join(via, ","), cl.KeyPrefix()), g
 		},
@@ -371,13 +380,7 @@ func ensembleSetup(t *testing.T) Setup {
 	return Setup{
 		Name: "zookeeper-ensemble",
 		Client: func() (lease.Store, Faulter, []lease.Option) {
-			var g group
-			var addrs []string
-			for _, a := range e.Servers() {
-				p := proxyTo(t, a)
-				g = append(g, p)
-				addrs = append(addrs, p.Addr())
-			}
+			g, addrs := proxyGroup(t, e.Servers())
 			conn := zkConnect(t, addrs, session)
 			s, err := zkstore.New(conn, session, zkstore.WithRoot(e.Root()))
 			if err != nil {
@@ -386,14 +389,8 @@ func ensembleSetup(t *testing.T) Setup {
 			return s, g, []lease.Option{lease.WithTTL(realTTL), lease.WithTransition(realTr)}
 		},
 		Spawn: func() (*exec.Cmd, Faulter) {
-			var g group
-			var addrs []string
-			for _, a := range e.Servers() {
-				p := proxyTo(t, a)
-				g = append(g, p)
-				addrs = append(addrs, p.Addr())
-			}
-			return child("zookeeper", strings.Join(addrs, ","), e.Root()), g
+			g, proxies := proxyGroup(t, e.Servers())
+			return child("zookeeper", strings.Join(proxies, ","), e.Root()), g
 		},
 		Server: &leaderNode{e: e}, TTL: realTTL, Transition: realTr,
 	}
