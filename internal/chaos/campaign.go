@@ -166,15 +166,8 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	res := Result{Setup: s.Name, Lanes: s.Lanes, Workers: s.Workers, Procs: s.Procs, Report: CheckHolds(h.Holds())}
 	span := s.TTL + s.Transition
 	for _, l := range lanes {
-		f, u := l.fenced.Stats(), l.unfenced.Stats()
-		res.Fenced.Value += f.Value
-		res.Fenced.Accepted += f.Accepted
-		res.Fenced.Refused += f.Refused
-		res.Fenced.Lost += f.Lost
-		res.Unfenced.Value += u.Value
-		res.Unfenced.Accepted += u.Accepted
-		res.Unfenced.Refused += u.Refused
-		res.Unfenced.Lost += u.Lost
+		res.Fenced.add(l.fenced.Stats())
+		res.Unfenced.add(l.unfenced.Stats())
 		res.Violations = append(res.Violations, l.fenced.Check()...)
 		res.Violations = append(res.Violations, l.errs...)
 		if v, ok := orphans(s, l.mutex, span); !ok {

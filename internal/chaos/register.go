@@ -92,6 +92,14 @@ type RegisterStats struct {
 	Lost int
 }
 
+// add sums o into s: the registers of several lanes.
+func (s *RegisterStats) add(o RegisterStats) {
+	s.Value += o.Value
+	s.Accepted += o.Accepted
+	s.Refused += o.Refused
+	s.Lost += o.Lost
+}
+
 // Stats returns what the register saw.
 func (r *Register) Stats() RegisterStats {
 	r.mu.Lock()
