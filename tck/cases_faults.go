@@ -14,40 +14,61 @@ import (
 
 // caseTakeoverAfterAbandon: a grant that is never renewed (a raw Acquire by
 // a contender no Manager runs, as left by a crashed holder) stays its
-// holder's during its transition, and is taken over by a waiter no sooner
-// than ttl + transition and within ttl + transition + jitter + slack, under
-// a greater token; the abandoned holder's late renew and release then
-// change nothing.
+// holder's during its transition, even while it is read (Get changes
+// nothing), and is taken over by one of six waiting Managers no sooner
+// than ttl + transition and within ttl + transition + jitter + slack,
+// under a greater token; the waiters' polls are spread by jitter; the
+// abandoned holder's late renew and release then change nothing.
 func caseTakeoverAfterAbandon(e *env) {
 	raw := e.client()
-	m := e.newManager()
 	ghost, other := ghostID(), ghostID()
 	name := e.name("abandon")
+	span := e.ttl + e.transition
 	sent := time.Now()
 	rec, err := raw.Acquire(e.ctx, name, ghost, e.ttl, e.transition)
 	if err != nil || rec.Owner != ghost || rec.Token == 0 {
 		e.t.Fatalf("Store.Acquire of a free mutex = %+v, %v; want a grant with a token", rec, err)
 	}
 	e.checkRecord("record of a new grant", rec)
-	if o := e.get(m, name); o.ID != ghost || o.Token != rec.Token {
+
+	const n = 6
+	ctx, cancel := context.WithTimeout(e.ctx, 2*e.takeover())
+	defer cancel()
+	type won struct {
+		i int
+		acquired
+	}
+	wins := make(chan won, n)
+	ms, taps := make([]*lease.Manager, n), make([]*tap, n)
+	for i := range n {
+		ms[i], taps[i] = e.tappedManager()
+		go func() {
+			l, err := ms[i].Acquire(ctx, name)
+			wins <- won{i, acquired{l: l, err: err, at: time.Now()}}
+		}()
+	}
+	if o := e.get(ms[0], name); o.ID != ghost || o.Token != rec.Token {
 		e.t.Errorf("Get = %q token %d, want the abandoned grant %q token %d", o.ID, o.Token, ghost, rec.Token)
 	}
+	e.checkGetChangesNothing(raw, name, ghost, rec.Token)
 
 	// In the grant's transition only its holder may renew: nobody takes it.
 	time.Sleep(e.ttl + e.transition/2 - time.Since(sent))
-	if early, err := raw.Acquire(e.ctx, name, other, e.ttl, e.transition); err != nil || early.Owner != ghost {
+	early, err := raw.Acquire(e.ctx, name, other, e.ttl, e.transition)
+	switch answered := time.Since(sent); {
+	case answered >= span:
+		e.t.Logf("an Acquire meant for the holder's transition was answered %v after the grant, past ttl + transition: not judged", answered)
+	case err != nil || early.Owner != ghost:
 		e.t.Errorf("Store.Acquire during the holder's transition = %+v, %v; want the holder %q to keep it", early, err, ghost)
 	}
 	raw.Release(e.ctx, name, other, 0) // leave the wait queue
 
-	ctx, cancel := context.WithTimeout(e.ctx, 2*e.takeover())
-	defer cancel()
-	l, err := m.Acquire(ctx, name)
-	if err != nil {
-		e.t.Fatalf("Acquire of an abandoned mutex: %v", err)
+	w := recv(e, wins, 2*e.takeover(), "a takeover of an abandoned mutex")
+	if w.err != nil {
+		e.t.Fatalf("Acquire of an abandoned mutex: %v", w.err)
 	}
-	took := time.Since(sent)
-	if span := e.ttl + e.transition; took < span-span/20 {
+	l, took := w.l, w.at.Sub(sent)
+	if took < span-span/20 {
 		e.t.Errorf("took over %v after the grant, before its ttl + transition (%v) ended", took, span)
 	}
 	if took > e.takeover() {
@@ -57,12 +78,32 @@ func caseTakeoverAfterAbandon(e *env) {
 		e.t.Errorf("takeover token %d, abandoned grant had %d; want greater", l.Token(), rec.Token)
 	}
 
+	// Every waiter polls once around the transition end: spread by jitter.
+	from := sent.Add(span / 2)
+	e.eventually(e.takeover(), func() bool {
+		for _, t := range taps {
+			if len(polls([]*tap{t}, name, from, time.Now(), true)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	e.checkJitter(polls(taps, name, from, time.Now(), true))
+	cancel()
+	for range n - 1 {
+		if r := recv(e, wins, e.prompt(), "a waiter whose Acquire was cancelled"); r.err == nil {
+			e.t.Errorf("a second waiter (%s) was granted the mutex while %s holds it", ms[r.i].ID(), ms[w.i].ID())
+			e.release(r.l)
+		}
+	}
+
 	if _, err := raw.Renew(e.ctx, name, ghost, rec.Token, e.ttl, e.transition); !errors.Is(err, lease.ErrNotHeld) {
 		e.t.Errorf("late Renew of the abandoned grant: %v, want ErrNotHeld", err)
 	}
 	if err := raw.Release(e.ctx, name, ghost, rec.Token); !errors.Is(err, lease.ErrNotHeld) {
 		e.t.Errorf("late Release of the abandoned grant: %v, want ErrNotHeld", err)
 	}
+	m := ms[w.i]
 	if o := e.get(m, name); o.ID != m.ID() || o.Token != l.Token() || !l.Held() {
 		e.t.Errorf("after the late calls Get = %q token %d, Held() = %v; want %q token %d held",
 			o.ID, o.Token, l.Held(), m.ID(), l.Token())
@@ -161,15 +202,21 @@ func caseStaleRenewRelease(e *env) {
 }
 
 // caseCloseReleases: Close ends the Manager's leases and leadership (before
-// it returns) and hands them to waiters at once; afterwards the Manager
-// refuses work with ErrClosed.
+// it returns) and hands them to waiters at once, but only after the lease's
+// context ended and the leader's callbacks returned (its OnAcquired works on
+// for ttl/10 after its context ended); afterwards the Manager refuses work
+// with ErrClosed.
 func caseCloseReleases(e *env) {
-	m1, m2 := e.newManager(), e.newManager()
+	m1, t1 := e.tappedManager()
+	e.slowRelease(t1)
+	m2, t2 := e.tappedManager()
 	lockName, leadName := e.name("lock"), e.name("lead")
 	l1 := e.acquire(m1, lockName)
-	c1, r1 := e.contend(m1, leadName)
+	c1, r1 := e.contendLinger(m1, leadName, e.ttl/10)
 	a1 := r1.next(e, e.takeover(), "OnAcquired of the first Manager")
 	w2 := e.acquireAsync(e.ctx, m2, lockName)
+	e.waitLost(t2, lockName, m2.ID())
+	two := liveAtGrant(t2, m2.ID(), lockName, l1.Context)
 	c2, r2 := e.contend(m2, leadName)
 	if !e.eventually(e.prompt(), func() bool { return r2.lastOwner().ID == m1.ID() }) {
 		e.t.Errorf("the follower's OnOwner reported %+v, want the leader %s", r2.lastOwner(), m1.ID())
@@ -183,17 +230,24 @@ func caseCloseReleases(e *env) {
 		e.t.Fatalf("Close: %v", err)
 	}
 	e.checkEnded(l1, lease.ErrReleased)
-	if !closed(a1.ctx.Done()) || c1.Leading() || len(r1.released) != 1 {
+	if !closed(a1.ctx.Done()) || c1.Leading() || r1.releases() != 1 {
 		e.t.Errorf("after Close: OnAcquired context done = %v, Leading() = %v, OnReleased calls = %d; want true, false, 1",
-			closed(a1.ctx.Done()), c1.Leading(), len(r1.released))
+			closed(a1.ctx.Done()), c1.Leading(), r1.releases())
 	}
 	r := e.granted(w2, e.takeover(), "waiter for the closed Manager's lease")
 	if d := r.at.Sub(closing); d >= e.prompt() {
 		e.t.Errorf("the lease of a closed Manager reached a waiter after %v, want < %v", d, e.prompt())
 	}
+	if two.Load() {
+		e.t.Errorf("the waiter was granted the closed Manager's lease while its context was live: a lease must end before its release is sent")
+	}
 	a2 := r2.next(e, e.takeover(), "OnAcquired of the other Manager")
 	if d := a2.at.Sub(closing); d >= e.prompt() {
 		e.t.Errorf("leadership of a closed Manager reached the next contender after %v, want < %v", d, e.prompt())
+	}
+	if rel := r1.lastRelease(); rel.at.IsZero() || a2.at.Before(rel.at) {
+		e.t.Errorf("the next leader's OnAcquired ran %v before the closed leader's OnReleased (or there was none): Close must release only once the callbacks returned",
+			rel.at.Sub(a2.at))
 	}
 	if !c2.Leading() {
 		e.t.Errorf("the other Manager does not lead after the leader closed")

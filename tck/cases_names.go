@@ -66,9 +66,13 @@ func oddNames(tag string) []string {
 // or a Get name the wrong owner. Then a release hands some of the odd
 // names to a waiter promptly, so notifications encode names as keys do.
 func caseOddNames(e *env) {
-	m := []*lease.Manager{e.newManager(), e.newManager()}
+	tag := randHex()
+	ids := []string{longID(tag, "a"), longID(tag, "b")} // differ in their last byte only
+	m0 := e.manager(e.client(), lease.WithContenderID(ids[0]))
+	m1, t1 := e.tappedManager(lease.WithContenderID(ids[1]))
+	m := []*lease.Manager{m0, m1}
 	raw := e.client()
-	names := oddNames(randHex())
+	names := oddNames(tag)
 	for _, n := range names {
 		if err := lease.ValidateName(n); err != nil {
 			e.t.Fatalf("tck bug: odd name %q is invalid: %v", n, err)
@@ -113,13 +117,109 @@ func caseOddNames(e *env) {
 		l := e.acquire(m[0], n)
 		w := e.acquireAsync(e.ctx, m[1], n)
 		time.Sleep(e.settle())
-		released := time.Now()
-		e.release(l)
-		r := e.granted(w, e.takeover(), fmt.Sprintf("waiter for %q", n))
-		if d := r.at.Sub(released); d >= e.prompt() {
-			e.t.Errorf("hand-off of %q took %v, want < %v: are wake-ups encoded like the name?", n, d, e.prompt())
-		}
+		r := e.handOff(l, w, t1, m[1].ID(), fmt.Sprintf("waiter for %q (are wake-ups encoded like the name? are long contender ids kept whole?)", n))
 		e.release(r.l)
+	}
+}
+
+// longID returns a contender id of the maximum length, unique to one run
+// through tag, that ends in last: two such ids differ only in their last
+// byte.
+func longID(tag, last string) string {
+	id := "tck-id/" + tag + "/"
+	return id + strings.Repeat("x", lease.MaxContenderIDLength-len(id)-len(last)) + last
+}
+
+// oddIDs returns valid contender ids that stores must keep apart, unique
+// to one run through tag: neighbours differ in case, a trailing space,
+// Unicode normalization, a separator, an escape, a suffix that looks like
+// a sequence number, or the last byte of an id of the maximum length.
+func oddIDs(tag string) []string {
+	return []string{
+		"tck-id-" + tag,
+		"TCK-ID-" + tag,
+		"tck-id-" + tag + " ",
+		"tck-id-" + tag + "-0000000001",
+		"tck/id/" + tag,
+		"tck%2Fid%2F" + tag,
+		"tck{id}" + tag,
+		"tck:id:" + tag,
+		"caf\u00e9-" + tag,
+		"cafe\u0301-" + tag,
+		"ünïcødé-🔒-" + tag,
+		"tck\t\r\n" + tag,
+		longID(tag, "a"),
+		longID(tag, "b"),
+	}
+}
+
+// caseOddIDs: raw Store calls with odd names and contender ids. Every odd
+// name is held at once, each by its own contender with an odd id, and a
+// Get of each names its own holder; a store that confuses two names loses
+// one of the Acquires. Then one mutex is held by each odd id in turn, and
+// every other odd id loses its Acquire and fails to renew or release the
+// grant with the holder's token: a store that confuses two ids lets the
+// wrong one in.
+func caseOddIDs(e *env) {
+	raw := e.client()
+	tag := randHex()
+	names, ids := oddNames(tag), oddIDs(tag)
+	for _, id := range ids {
+		if err := lease.ValidateContenderID(id); err != nil {
+			e.t.Fatalf("tck bug: odd id %q is invalid: %v", id, err)
+		}
+	}
+	owner := func(i int) string { // a distinct odd id for each name
+		id := fmt.Sprintf("%d:%s", i, ids[i%len(ids)])
+		return id[:min(len(id), lease.MaxContenderIDLength)]
+	}
+	grants := make([]lease.Record, len(names))
+	for i, n := range names {
+		rec, err := raw.Acquire(e.ctx, n, owner(i), e.ttl, e.transition)
+		if err != nil || rec.Owner != owner(i) {
+			e.t.Errorf("Store.Acquire(%q) of a free mutex = %+v, %v (does it collide with another name?)", n, rec, err)
+		}
+		grants[i] = rec
+	}
+	for i, n := range names {
+		if rec := e.rawGet(raw, n); grants[i].Owner == owner(i) && (rec.Owner != owner(i) || rec.Token != grants[i].Token) {
+			e.t.Errorf("Store.Get(%q) = owner %q token %d, want %q token %d", n, rec.Owner, rec.Token, owner(i), grants[i].Token)
+		}
+	}
+	for i, n := range names {
+		if grants[i].Owner == owner(i) {
+			if err := raw.Release(e.ctx, n, owner(i), grants[i].Token); err != nil {
+				e.t.Errorf("Store.Release(%q) by its holder: %v", n, err)
+			}
+		}
+	}
+
+	name := e.name("ids")
+	for i, holder := range ids {
+		g, err := raw.Acquire(e.ctx, name, holder, e.ttl, e.transition)
+		if err != nil || g.Owner != holder {
+			e.t.Fatalf("Store.Acquire by %q of a free mutex = %+v, %v", holder, g, err)
+		}
+		for j, other := range ids {
+			if j == i {
+				continue
+			}
+			if rec, err := raw.Acquire(e.ctx, name, other, e.ttl, e.transition); err != nil || rec.Owner != holder || rec.Token != g.Token {
+				e.t.Errorf("Store.Acquire by %q while %q holds = %+v, %v; want the holder, token %d", other, holder, rec, err, g.Token)
+			}
+			if _, err := raw.Renew(e.ctx, name, other, g.Token, e.ttl, e.transition); !errors.Is(err, lease.ErrNotHeld) {
+				e.t.Errorf("Renew by %q of the grant of %q: %v, want ErrNotHeld", other, holder, err)
+			}
+			if err := raw.Release(e.ctx, name, other, g.Token); !errors.Is(err, lease.ErrNotHeld) {
+				e.t.Errorf("Release by %q of the grant of %q: %v, want ErrNotHeld", other, holder, err)
+			}
+		}
+		if rec := e.rawGet(raw, name); rec.Owner != holder || rec.Token != g.Token {
+			e.t.Errorf("after the other ids' calls the store has %+v, want %q token %d", rec, holder, g.Token)
+		}
+		if err := raw.Release(e.ctx, name, holder, g.Token); err != nil {
+			e.t.Fatalf("Store.Release by the holder %q: %v", holder, err)
+		}
 	}
 }
 

@@ -87,25 +87,29 @@ func caseRestart(e *env) {
 	}
 }
 
-// caseGuard: a leader stays the leader through several renewals (longer
-// than ttl + transition) with the same token and a deadline that moves on.
+// caseGuard: a leader stays the leader through renewals (for 3 ttl, longer
+// than ttl + transition) with the same token and a deadline that moves on;
+// it renews about every ttl/3, and the renewed grant runs for ttl, then
+// transition.
 func caseGuard(e *env) {
-	m := e.newManager()
+	m, mt := e.tappedManager()
 	raw := e.client()
 	name := e.name("guard")
 	c, r := e.contend(m, name)
 	a := r.next(e, e.takeover(), "OnAcquired")
 	token, deadline0 := a.l.Token(), a.l.Deadline()
 
-	hold := e.ttl + e.transition + e.ttl/2
+	from := time.Now()
 	select {
 	case <-a.ctx.Done():
 		e.t.Fatalf("leadership ended while guarded, cause %v", context.Cause(a.ctx))
-	case <-time.After(hold):
+	case <-time.After(3 * e.ttl):
 	}
+	e.checkRenewals(mt, name, m.ID(), token, from, time.Now())
+	e.checkDeadline("the guarded leader", a.l, mt)
 
 	if !c.Leading() || !a.l.Held() || a.l.Err() != nil {
-		e.t.Fatalf("after %v: Leading() = %v, Held() = %v, Err() = %v; want a renewed lease", hold, c.Leading(), a.l.Held(), a.l.Err())
+		e.t.Fatalf("after %v: Leading() = %v, Held() = %v, Err() = %v; want a renewed lease", 3*e.ttl, c.Leading(), a.l.Held(), a.l.Err())
 	}
 	if a.l.Token() != token || a.l.Owner().Token != token || a.l.Owner().ID != m.ID() {
 		e.t.Errorf("after renewals: Token() = %d, Owner() = %+v; want token %d of %s", a.l.Token(), a.l.Owner(), token, m.ID())
@@ -141,10 +145,13 @@ func caseGuard(e *env) {
 
 // caseMultiContend: ten Managers contend for one mutex. A counter is
 // incremented in OnAcquired (must read 1) and decremented in OnReleased
-// (must read 0), also while the Contenders stop one by one; at the end of
-// the contention exactly one leads, and everyone who knows an owner names
-// that one. Half the leaders return from OnAcquired at once, half work
-// until their context ends.
+// (must read 0), also while the Contenders stop: the leader first (its
+// callbacks finish their work for a while after its context ended, and the
+// next leader must not start before they return), then the others in
+// reverse order. At the end of the contention exactly one leads, and
+// everyone who knows an owner names that one. Half the leaders return from
+// OnAcquired at once, half work until their context ends. The followers'
+// polls are spread by jitter: they do not all come at the same instant.
 func caseMultiContend(e *env) {
 	const n = 10
 	name := e.name("multi")
@@ -159,10 +166,13 @@ func caseMultiContend(e *env) {
 		violations = append(violations, fmt.Sprintf(format, args...))
 		mu.Unlock()
 	}
+	linger := e.ttl / 20 // work a leader finishes after its context ended
 	ms := make([]*lease.Manager, n)
+	taps := make([]*tap, n)
 	cs := make([]*lease.Contender, n)
+	start := time.Now()
 	for i := range n {
-		ms[i] = e.newManager()
+		ms[i], taps[i] = e.tappedManager()
 		work := i%2 == 0
 		c, err := ms[i].Contend(name, lease.Callbacks{
 			OnAcquired: func(ctx context.Context, l *lease.Lease) {
@@ -177,9 +187,11 @@ func caseMultiContend(e *env) {
 				mu.Unlock()
 				if work {
 					<-ctx.Done()
+					time.Sleep(linger)
 				}
 			},
 			OnReleased: func(prev lease.Owner) {
+				time.Sleep(linger)
 				if v := count.Add(-1); v != 0 {
 					violate("OnReleased of contender %d: counter is %d, want 0", i, v)
 				}
@@ -222,8 +234,18 @@ func caseMultiContend(e *env) {
 	} else if len(leaders) == 1 && leaders[0] != matches {
 		e.t.Errorf("the observed owner is contender %d but contender %d leads", matches, leaders[0])
 	}
+	e.checkJitter(polls(taps, name, start.Add((e.ttl+e.transition)/2), time.Now(), false))
 
-	for i := n - 1; i >= 0; i-- { // as Simba: stop in reverse order
+	order := make([]int, 0, n) // the leader first, then as Simba: in reverse order
+	if len(leaders) == 1 {
+		order = append(order, leaders[0])
+	}
+	for i := n - 1; i >= 0; i-- {
+		if len(leaders) != 1 || i != leaders[0] {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
 		e.stop(cs[i])
 	}
 	if v := count.Load(); v != 0 {
@@ -238,9 +260,10 @@ func caseMultiContend(e *env) {
 
 // caseSchedule: Schedule with FixedDelay runs work on the leader only, with
 // at least the period between runs; Running is true from Schedule to Stop;
-// Stop cancels a running work's context and waits for it to return; the
-// other Manager's Scheduler then takes over; nothing runs after both
-// stopped, and no two runs ever overlap.
+// Stop cancels a running work's context and waits for it to return (the
+// work goes on for ttl/10 after its context ended); the other Manager's
+// Scheduler then takes over; nothing runs after both stopped, and no two
+// runs ever overlap.
 func caseSchedule(e *env) {
 	m1, m2 := e.newManager(), e.newManager()
 	name := e.name("schedule")
@@ -272,6 +295,7 @@ func caseSchedule(e *env) {
 				default:
 				}
 				<-ctx.Done()
+				time.Sleep(e.ttl / 10) // finishing its work
 				returned.Store(true)
 			}
 			r.end = time.Now()

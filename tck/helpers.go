@@ -111,14 +111,64 @@ func (e *env) rawGet(s lease.Store, name string) lease.Record {
 	return rec
 }
 
+// round is the rounding a store may apply to the durations it reports
+// (milliseconds, truncated, on either end of a difference).
+const round = 2 * time.Millisecond
+
 // checkRecord checks the remaining durations of a live grant made with the
-// harness timings. A millisecond of rounding is allowed.
+// harness timings: TTL at most ttl, Transition at most ttl + transition,
+// and, while the grant is in its ttl, Transition exactly transition more
+// than TTL (both ends were set from one instant of the server's clock).
 func (e *env) checkRecord(what string, rec lease.Record) {
 	e.t.Helper()
-	const round = time.Millisecond
 	if rec.TTL < 0 || rec.TTL > e.ttl+round || rec.Transition < rec.TTL || rec.Transition > e.ttl+e.transition+round {
-		e.t.Errorf("%s: remaining TTL %v, Transition %v; want 0 <= TTL <= %v <= ... and TTL <= Transition <= %v",
+		e.t.Errorf("%s: remaining TTL %v, Transition %v; want 0 <= TTL <= %v and TTL <= Transition <= %v",
 			what, rec.TTL, rec.Transition, e.ttl, e.ttl+e.transition)
+	}
+	if gap := rec.Transition - rec.TTL; rec.TTL > round && (gap < e.transition-round || gap > e.transition+round) {
+		e.t.Errorf("%s: remaining TTL %v, Transition %v: the transition runs %v after the ttl, want %v",
+			what, rec.TTL, rec.Transition, gap, e.transition)
+	}
+}
+
+// checkRenewals checks that the holder id of token on mutex, whose calls t
+// logged, sent at least one renewal per ttl/2 between from and to (it
+// renews about every ttl/3): a holder that renews only near the end of its
+// ttl fails, while a loaded machine that delays each renewal by up to
+// ttl/6 passes.
+func (e *env) checkRenewals(t *tap, mutex, id string, token uint64, from, to time.Time) {
+	e.t.Helper()
+	n := len(t.calls(func(c call) bool {
+		return c.op == opRenew && c.mutex == mutex && c.contender == id && c.token == token &&
+			!c.sent.Before(from) && !c.sent.After(to)
+	}))
+	if want := int(to.Sub(from)/(e.ttl/2)) - 1; n < want {
+		e.t.Errorf("the holder sent %d renewals in %v, want at least %d: it must renew about every ttl/3 (%v)",
+			n, to.Sub(from), want, e.ttl/3)
+	}
+}
+
+// checkGetChangesNothing reads name twice, ttl/4 apart, through s, the
+// client that made holder's grant (so it knows the server's clock), and
+// checks that the grant's time left shrank by at least the time between
+// the two reads: a Get that extends or re-arms the grant fails.
+func (e *env) checkGetChangesNothing(s lease.Store, name, holder string, token uint64) {
+	e.t.Helper()
+	sent1 := time.Now()
+	first := e.rawGet(s, name)
+	got1 := time.Now()
+	time.Sleep(e.ttl / 4)
+	sent2 := time.Now()
+	second := e.rawGet(s, name)
+	for i, rec := range []lease.Record{first, second} {
+		if rec.Owner != holder || rec.Token != token {
+			e.t.Errorf("Get %d of a held mutex = %+v, want owner %q token %d", i+1, rec, holder, token)
+			return
+		}
+	}
+	if passed := sent2.Sub(got1); first.Transition-second.Transition < passed-round {
+		e.t.Errorf("two Gets %v apart (%v between the first's sending and the second's) report %v then %v left: the time left must shrink by the time passed; does Get extend the grant?",
+			passed, sent2.Sub(sent1), first.Transition, second.Transition)
 	}
 }
 
@@ -176,20 +226,33 @@ type leader struct {
 	ended    chan time.Time // when an OnAcquired saw its context done
 	released chan releaseCall
 
+	// linger is how long OnAcquired goes on working after its context
+	// ended, as a leader that finishes a write would.
+	linger time.Duration
+
 	mu    sync.Mutex
 	state string // "idle", "in OnAcquired", "leading"
 	errs  []string
-	owner lease.Owner // latest OnOwner
+	owner lease.Owner   // latest OnOwner
+	rels  []releaseCall // every OnReleased, also those taken from released
 }
 
 // contend starts a Contender for name on m with a recording leader.
 func (e *env) contend(m *lease.Manager, name string) (*lease.Contender, *leader) {
+	e.t.Helper()
+	return e.contendLinger(m, name, 0)
+}
+
+// contendLinger is contend with a leader whose OnAcquired returns linger
+// after its context ended.
+func (e *env) contendLinger(m *lease.Manager, name string, linger time.Duration) (*lease.Contender, *leader) {
 	e.t.Helper()
 	r := &leader{
 		acquired: make(chan acquisition, 64),
 		ended:    make(chan time.Time, 64),
 		released: make(chan releaseCall, 64),
 		state:    "idle",
+		linger:   linger,
 	}
 	c, err := m.Contend(name, lease.Callbacks{
 		OnAcquired: r.onAcquired,
@@ -207,12 +270,34 @@ func (r *leader) onAcquired(ctx context.Context, l *lease.Lease) {
 	r.acquired <- acquisition{l: l, ctx: ctx, at: time.Now()}
 	<-ctx.Done()
 	r.ended <- time.Now()
+	time.Sleep(r.linger)
 	r.transit("in OnAcquired", "leading", "return of OnAcquired")
 }
 
 func (r *leader) onReleased(prev lease.Owner) {
 	r.transit("leading", "idle", "OnReleased")
-	r.released <- releaseCall{prev: prev, at: time.Now()}
+	rc := releaseCall{prev: prev, at: time.Now()}
+	r.mu.Lock()
+	r.rels = append(r.rels, rc)
+	r.mu.Unlock()
+	r.released <- rc
+}
+
+// releases returns the number of OnReleased calls so far.
+func (r *leader) releases() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.rels)
+}
+
+// lastRelease returns the latest OnReleased call (zero if none).
+func (r *leader) lastRelease() releaseCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.rels) == 0 {
+		return releaseCall{}
+	}
+	return r.rels[len(r.rels)-1]
 }
 
 func (r *leader) onOwner(o lease.Owner) {
@@ -284,4 +369,45 @@ func (e *env) stopScheduler(s *lease.Scheduler) {
 	if s.Running() {
 		e.t.Errorf("Running() = true after Stop")
 	}
+}
+
+// waitLost waits until the tap t of contender id logged a losing Acquire
+// of name: id is then in the store's wait queue, if the store has one.
+func (e *env) waitLost(t *tap, name, id string) {
+	e.t.Helper()
+	e.waitCall(t, e.takeover(), "a losing Acquire of "+id, func(c call) bool {
+		return c.op == opAcquire && c.mutex == name && c.contender == id && c.err == nil && !c.rec.Held(id)
+	})
+}
+
+// slowRelease makes the replies to t's Releases come ttl/10 after the
+// store applied them, so that a holder that ends its lease only once the
+// store answered would still believe while the next holder is granted.
+func (e *env) slowRelease(t *tap) {
+	t.set(func(t *tap) { t.delays = map[string]time.Duration{opRelease: e.ttl / 10} })
+}
+
+// handOff releases l and waits for w, the Acquire of the Manager id whose
+// tap is wt, to be granted: within prompt of the release, and only after
+// l's context ended (the released holder stops believing before anyone
+// else can be granted).
+func (e *env) handOff(l *lease.Lease, w <-chan acquired, wt *tap, id, what string) acquired {
+	e.t.Helper()
+	two := liveAtGrant(wt, id, l.Name(), l.Context)
+	released := time.Now()
+	e.release(l)
+	r := e.granted(w, e.takeover(), what)
+	switch {
+	case r.at.Before(released):
+		e.t.Errorf("%s: granted %v before the holder released: two holders", what, released.Sub(r.at))
+	case r.at.Sub(released) >= e.prompt():
+		e.t.Errorf("%s: the hand-off took %v, want < %v (ttl/2): are waiters woken on release?", what, r.at.Sub(released), e.prompt())
+	}
+	if two.Load() {
+		e.t.Errorf("%s: granted while the released lease's context was live: a lease must end before its release is sent", what)
+	}
+	if r.l.Token() <= l.Token() {
+		e.t.Errorf("%s: token %d after %d, want greater", what, r.l.Token(), l.Token())
+	}
+	return r
 }

@@ -116,6 +116,12 @@ type Harness struct {
 	// a server with few connections to spare.
 	Serial bool
 
+	// Fair says that the store keeps a fair wait queue: a Release hands
+	// the mutex to the contender that has waited longest (by its first
+	// losing Acquire) before any later one. The FairHandoff case, and the
+	// order checks of ReleaseWakesWaiter, run only for such a store.
+	Fair bool
+
 	// LeakOptions are added to the goleak check of the NoGoroutineLeak case,
 	// for goroutines a store client starts by itself on first use (the
 	// case already ignores every goroutine that exists after each client
@@ -192,21 +198,32 @@ var cases = []tcase{
 	{name: "Guard", run: caseGuard},
 	{name: "MultiContend", run: caseMultiContend},
 	{name: "Schedule", run: caseSchedule},
-	// Acquiring and waiting (cases_acquire.go).
+	// Acquiring and waiting (cases_acquire.go, cases_fair.go).
 	{name: "TryAcquire", run: caseTryAcquire},
 	{name: "CancelWhileWaiting", run: caseCancelWhileWaiting},
 	{name: "TokensIncrease", run: caseTokensIncrease},
 	{name: "ReleaseWakesWaiter", run: caseReleaseWakesWaiter},
+	{name: "FairHandoff", run: caseFairHandoff},
 	{name: "Watch", run: caseWatch},
-	// Faults and lifecycle (cases_faults.go, cases_partition.go).
+	// The Store contract through raw calls (cases_transition.go,
+	// cases_faults.go).
+	{name: "Transition", run: caseTransition},
 	{name: "TakeoverAfterAbandon", run: caseTakeoverAfterAbandon},
 	{name: "StaleRenewRelease", run: caseStaleRenewRelease},
+	// Faults and lifecycle (cases_slow.go, cases_partition.go,
+	// cases_faults.go).
+	{name: "SlowStore", run: caseSlowStore},
+	{name: "RevokedLease", run: caseRevokedLease},
+	{name: "RevokedLeader", run: caseRevokedLeader},
 	{name: "PartitionedHolder", run: casePartitionedHolder},
+	{name: "PartitionedHolderRenewed", run: casePartitionedHolderRenewed},
 	{name: "PartitionedLeader", run: casePartitionedLeader},
+	{name: "PartitionedLeaderRenewed", run: casePartitionedLeaderRenewed},
 	{name: "CloseReleases", run: caseCloseReleases},
 	{name: "NoGoroutineLeak", run: caseNoGoroutineLeak, alone: true},
-	// Names (cases_names.go).
+	// Names and contender ids (cases_names.go).
 	{name: "OddNames", run: caseOddNames},
+	{name: "OddIDs", run: caseOddIDs},
 	{name: "InvalidNames", run: caseInvalidNames},
 }
 
@@ -300,8 +317,11 @@ func (e *env) client() lease.Store {
 	return s
 }
 
-// partitioned returns a client whose traffic can be cut, or skips the case.
-func (e *env) partitioned() (lease.Store, Partition) {
+// partitioned returns a tap on a client whose traffic can be cut, or
+// skips the case. Cutting the tap cuts the backend's partition too; while
+// cut, the tap's calls hang until healed, returning at the end of their
+// context exactly when honour is set.
+func (e *env) partitioned(honour bool) *tap {
 	if e.b.Partitioned == nil {
 		e.t.Skip("tck: the harness has no Backend.Partitioned")
 	}
@@ -309,21 +329,34 @@ func (e *env) partitioned() (lease.Store, Partition) {
 	if s == nil || p == nil {
 		e.t.Fatal("tck: Backend.Partitioned returned nil")
 	}
+	t := newTap(s)
+	t.part, t.honour = p, honour
 	e.mu.Lock()
-	e.parts = append(e.parts, p)
+	e.parts = append(e.parts, t)
 	e.mu.Unlock()
-	return s, p
+	return t
 }
+
+// tapped returns a tap on a new client of the store under test.
+func (e *env) tapped() *tap { return newTap(e.client()) }
 
 // newManager returns a Manager on a new client.
 func (e *env) newManager() *lease.Manager { return e.manager(e.client()) }
 
-// manager returns a Manager on s with the harness timings. It is closed
-// when the case ends, after every partition was healed.
-func (e *env) manager(s lease.Store) *lease.Manager {
+// tappedManager returns a Manager on a tap of a new client, and the tap.
+func (e *env) tappedManager(opts ...lease.Option) (*lease.Manager, *tap) {
 	e.t.Helper()
-	opts := append([]lease.Option{lease.WithTTL(e.ttl), lease.WithTransition(e.transition)}, e.h.Options...)
-	m, err := lease.NewManager(s, opts...)
+	t := e.tapped()
+	return e.manager(t.client(), opts...), t
+}
+
+// manager returns a Manager on s with the harness timings and options,
+// then opts. It is closed when the case ends, after every partition was
+// healed.
+func (e *env) manager(s lease.Store, opts ...lease.Option) *lease.Manager {
+	e.t.Helper()
+	all := append([]lease.Option{lease.WithTTL(e.ttl), lease.WithTransition(e.transition)}, e.h.Options...)
+	m, err := lease.NewManager(s, append(all, opts...)...)
 	if err != nil {
 		e.t.Fatalf("NewManager: %v", err)
 	}

@@ -33,6 +33,7 @@ func TestMemstoreRealTime(t *testing.T) {
 	tck.Run(t, tck.Harness{
 		Open:         memBackend(func(s *memstore.Store) lease.Store { return s }),
 		MultiContend: 3 * time.Second,
+		Fair:         true,
 	})
 }
 
