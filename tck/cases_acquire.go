@@ -48,7 +48,7 @@ func caseTryAcquire(e *env) {
 	// m2's failed attempt must not absorb the hand-off meant for m3.
 	w3 := e.acquireAsync(e.ctx, m3, name)
 	e.waitLost(t3, name, m3.ID())
-	r3 := e.handOff(l1, w3, t3, m3.ID(), "waiter after a failed TryAcquire of another Manager (did it leave a queue entry?)")
+	r3 := e.handOff(l1, w3, t3, m3.ID(), "waiter after a failed TryAcquire of another Manager")
 	e.checkEnded(l1, lease.ErrReleased)
 	if err := l1.Release(e.ctx); err != nil {
 		e.t.Errorf("second Release: %v, want nil", err)

@@ -57,7 +57,7 @@ func caseFairHandoff(e *env) {
 			e.t.Fatalf("waiter %d: %v", r.i+1, r.err)
 		}
 		if r.i != i {
-			e.t.Errorf("waiter %d was served before waiter %d, who had waited longer", r.i+1, i+1)
+			e.t.Fatalf("waiter %d was served before waiter %d, who had waited longer", r.i+1, i+1)
 		}
 		if d := r.at.Sub(released); d >= e.prompt() {
 			e.t.Errorf("hand-off to waiter %d took %v, want < %v (ttl/2)", r.i+1, d, e.prompt())

@@ -90,6 +90,7 @@ func caseRevokedLeader(e *env) {
 		e.t.Fatalf("Store.Release with the leader's id and token: %v", err)
 	}
 	refused := e.refusedRenewal(mt, name, m.ID(), a.l.Token())
+	e.checkNoRenewalAfter(mt, refused)
 	rel := recv(e, r.released, e.prompt(), "OnReleased after the store refused the leader's renewal")
 	if rel.prev.Token != a.l.Token() || !errors.Is(a.l.Err(), lease.ErrLost) {
 		e.t.Errorf("OnReleased(%+v), lease Err() = %v; want token %d, ErrLost", rel.prev, a.l.Err(), a.l.Token())
@@ -98,7 +99,6 @@ func caseRevokedLeader(e *env) {
 	if again.l.Token() <= a.l.Token() {
 		e.t.Errorf("the revoked leader leads again with token %d after %d, want greater", again.l.Token(), a.l.Token())
 	}
-	e.checkNoRenewalAfter(mt, refused)
 	e.stop(c)
 	r.verify(e, m.ID())
 }

@@ -401,7 +401,7 @@ func (e *env) handOff(l *lease.Lease, w <-chan acquired, wt *tap, id, what strin
 	case r.at.Before(released):
 		e.t.Errorf("%s: granted %v before the holder released: two holders", what, released.Sub(r.at))
 	case r.at.Sub(released) >= e.prompt():
-		e.t.Errorf("%s: the hand-off took %v, want < %v (ttl/2): are waiters woken on release?", what, r.at.Sub(released), e.prompt())
+		e.t.Errorf("%s: the hand-off took %v, want < %v (ttl/2): are waiters woken on release? does a waiter that left stay queued?", what, r.at.Sub(released), e.prompt())
 	}
 	if two.Load() {
 		e.t.Errorf("%s: granted while the released lease's context was live: a lease must end before its release is sent", what)
