@@ -37,12 +37,16 @@ func (e *env) holderTap(plan cutPlan, name string) (*tap, []lease.Option) {
 		// The slow replies come within each call's context.
 		opts = append(opts, lease.WithCallTimeout(e.ttl))
 	}
-	t.trigger = func(c *call, replied bool) bool {
+	t.trigger = func(c *call, replied bool) bool { // runs under t.mu
 		if c.op != opRenew || c.mutex != name {
 			return false
 		}
 		if plan.renewed {
-			return replied && c.err == nil
+			if replied && c.err == nil {
+				t.delay = 0 // slow until the cut, prompt once healed
+				return true
+			}
+			return false
 		}
 		return !replied
 	}

@@ -101,7 +101,7 @@
 //	    - the token counter is read, not incremented: Restart, TokensIncrease, TryAcquire, StaleRenewRelease, Transition
 //	    - tokens restart when a free mutex's state is reaped: Restart, TokensIncrease, TryAcquire, StaleRenewRelease, Transition
 //	  Renew extends only the live grant (contender and token) and never re-acquires
-//	    - Renew is an Acquire: StaleRenewRelease, TakeoverAfterAbandon
+//	    - Renew is an Acquire: StaleRenewRelease, TakeoverAfterAbandon, OddIDs
 //	    - Renew ignores the token: StaleRenewRelease, Transition
 //	    - a lapsed grant is revived by its holder's late Renew: StaleRenewRelease, Transition
 //	  Renew runs the grant for ttl, then transition, from the server's now
@@ -109,7 +109,7 @@
 //	    - Renew answers success without extending the grant: Transition, PartitionedHolderRenewed, PartitionedLeaderRenewed
 //	  Release by the holder ends the grant at once and wakes a waiter; other Releases change nothing; every Release withdraws from the queue
 //	    - Release answers success but leaves the grant: Start, TryAcquire, StaleRenewRelease
-//	    - Release by anyone frees the mutex: StaleRenewRelease, TakeoverAfterAbandon
+//	    - Release by anyone frees the mutex: StaleRenewRelease, TakeoverAfterAbandon, OddIDs
 //	    - Release ignores the token: StaleRenewRelease, Transition
 //	    - a Release that ends no grant keeps its contender queued: TryAcquire, CancelWhileWaiting, FairHandoff
 //	    - no wake-up on release (no Watch): ReleaseWakesWaiter, CloseReleases
@@ -131,7 +131,7 @@
 //	  a lease ends at its deadline even while a store call hangs
 //	    - the deadline waits for a hung renewal: PartitionedHolderRenewed, PartitionedLeader
 //	  a deadline counts from when the confirming call was sent
-//	    - the deadline counts from the reply: SlowStore, PartitionedHolderRenewed
+//	    - the deadline counts from the reply: SlowStore, PartitionedHolderRenewed, PartitionedLeaderRenewed
 //	  a renewal answered ErrNotHeld ends the lease at once
 //	    - ErrNotHeld is retried like a failure: RevokedLease, RevokedLeader
 //	  a lease's context ends before its release is sent

@@ -51,7 +51,7 @@ var storeClauses = []clause{
 	}},
 	{"Renew extends only the live grant (contender and token) and never re-acquires", []mutant{
 		{name: "Renew is an Acquire", store: plant(renewAcquires),
-			killers: []string{"StaleRenewRelease", "TakeoverAfterAbandon"}},
+			killers: []string{"StaleRenewRelease", "TakeoverAfterAbandon", "OddIDs"}},
 		{name: "Renew ignores the token", store: plant(renewAnyToken),
 			killers: []string{"StaleRenewRelease", "Transition"}},
 		{name: "a lapsed grant is revived by its holder's late Renew", store: plant(lapsedRevived),
@@ -67,7 +67,7 @@ var storeClauses = []clause{
 		{name: "Release answers success but leaves the grant", store: plant(releaseKeepsGrant),
 			killers: []string{"Start", "TryAcquire", "StaleRenewRelease"}},
 		{name: "Release by anyone frees the mutex", store: plant(releaseByAnyone),
-			killers: []string{"StaleRenewRelease", "TakeoverAfterAbandon"}},
+			killers: []string{"StaleRenewRelease", "TakeoverAfterAbandon", "OddIDs"}},
 		{name: "Release ignores the token", store: plant(releaseAnyToken),
 			killers: []string{"StaleRenewRelease", "Transition"}},
 		{name: "a Release that ends no grant keeps its contender queued", store: plant(releaseKeepsQueue),
@@ -114,7 +114,7 @@ var leaseClauses = []clause{
 	}},
 	{"a deadline counts from when the confirming call was sent", []mutant{
 		{name: "the deadline counts from the reply", patches: deadlineFromReply,
-			killers: []string{"SlowStore", "PartitionedHolderRenewed"}},
+			killers: []string{"SlowStore", "PartitionedHolderRenewed", "PartitionedLeaderRenewed"}},
 	}},
 	{"a renewal answered ErrNotHeld ends the lease at once", []mutant{
 		{name: "ErrNotHeld is retried like a failure", patches: notHeldRetried,
