@@ -63,7 +63,8 @@ func casePartitionedLeaderRenewed(e *env) { partitionedLeader(e, cutPlan{renewed
 // sent, and the store keeps its grant at least until its deadline; the
 // waiter takes over within the takeover bound under a greater token; after
 // healing, the old holder's late calls disturb nobody, its Release reports
-// ErrLost, and it does not hold the mutex again.
+// ErrLost, and it does not hold the mutex again until it acquires anew;
+// then it holds, renews and releases as before.
 func partitionedHolder(e *env, plan cutPlan) {
 	name := e.name("holder")
 	at, opts := e.holderTap(plan, name)
@@ -116,14 +117,21 @@ func partitionedHolder(e *env, plan cutPlan) {
 		e.t.Errorf("TryAcquire by the healed Manager while another holds the mutex = %v, %v; want ErrNotAcquired", l, err)
 	}
 	e.release(rb.l)
+
+	// The healed client works: it holds, renews and releases again.
+	l := e.acquire(a, name)
+	e.waitCall(at, e.ttl, "a renewal through the healed client", func(c call) bool {
+		return c.op == opRenew && c.mutex == name && c.token == l.Token() && c.err == nil
+	})
+	e.release(l)
 }
 
 // partitionedLeader: a leader whose store calls hang has its OnAcquired
 // context cancelled before the next leader's winning Acquire is sent, and
 // its OnReleased called before the next leader's OnAcquired, without
 // waiting for the hung calls; the store keeps its grant at least until its
-// deadline. After healing it contends again as a follower and leads again
-// when the new leader stops.
+// deadline. After healing it contends again as a follower and leads (and
+// renews) again when the new leader stops.
 func partitionedLeader(e *env, plan cutPlan) {
 	name := e.name("leader")
 	at, opts := e.holderTap(plan, name)
@@ -176,6 +184,9 @@ func partitionedLeader(e *env, plan cutPlan) {
 	if again.l.Token() <= ab.l.Token() {
 		e.t.Errorf("the healed contender leads with token %d after %d, want greater", again.l.Token(), ab.l.Token())
 	}
+	e.waitCall(at, e.ttl, "a renewal of the healed contender's grant", func(c call) bool {
+		return c.op == opRenew && c.mutex == name && c.token == again.l.Token() && c.err == nil
+	})
 	e.stop(ca)
 	ra.verify(e, a.ID())
 	rb.verify(e, b.ID())

@@ -33,14 +33,14 @@ type tap struct {
 	logging bool
 
 	mu      sync.Mutex
-	cut     chan struct{}            // non-nil while cut; closed by Heal
-	cutOnce chan struct{}            // closed at the first Cut
-	cutAt   time.Time                // when the first Cut came
-	honour  bool                     // a hung call returns when its context ends
-	delay   time.Duration            // added to every reply
-	delays  map[string]time.Duration // added to the replies of one operation
-	part    Partition                // cut and healed with the tap; may be nil
-	trigger func(c *call, replied bool) bool
+	cut     chan struct{}                    // non-nil while cut; closed by Heal
+	cutOnce chan struct{}                    // closed at the first Cut
+	cutAt   time.Time                        // when the first Cut came
+	honour  bool                             // a hung call returns when its context ends
+	delay   time.Duration                    // added to every reply
+	delays  map[string]time.Duration         // added to the replies of one operation
+	part    Partition                        // cut and healed with the tap; may be nil
+	trigger func(c *call, replied bool) bool // asked until the first Cut, under mu
 	onSend  func(c *call)
 	onReply func(c *call)
 	log     []call
@@ -125,6 +125,20 @@ func (e *env) firstCut(t *tap, d time.Duration, what string) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.cutAt
+}
+
+// armed reports whether the trigger is still to be asked: the tap cuts
+// itself at most once, so a healed client stays healed. t.mu is held.
+func (t *tap) armed() bool {
+	if t.trigger == nil {
+		return false
+	}
+	select {
+	case <-t.cutOnce:
+		return false
+	default:
+		return true
+	}
 }
 
 // set changes the tap's behaviour under its lock.
@@ -224,8 +238,8 @@ func (t *tap) run(ctx context.Context, f func(ctx context.Context) (lease.Record
 
 func (t *tap) sending(c *call) {
 	t.mu.Lock()
-	trigger, hook := t.trigger, t.onSend
-	if trigger != nil && trigger(c, false) {
+	hook := t.onSend
+	if t.armed() && t.trigger(c, false) {
 		t.cutLocked()
 	}
 	t.mu.Unlock()
@@ -239,7 +253,7 @@ func (t *tap) sending(c *call) {
 func (t *tap) done(c call, rec lease.Record, err error, replied bool) error {
 	c.rec, c.err = rec, err
 	t.mu.Lock()
-	if replied && t.trigger != nil && t.trigger(&c, true) {
+	if replied && t.armed() && t.trigger(&c, true) {
 		t.cutLocked()
 	}
 	hook := t.onReply
