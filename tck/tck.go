@@ -124,7 +124,7 @@ type tcase struct {
 
 // cases lists the suite in the order it runs.
 var cases = []tcase{
-	// Simba's TCK (cases_simba.go).
+	// Simba's TCK (cases_simba.go, cases_schedule.go).
 	{name: "Start", run: caseStart},
 	{name: "Restart", run: caseRestart},
 	{name: "Guard", run: caseGuard},
@@ -143,7 +143,7 @@ var cases = []tcase{
 	{name: "TakeoverAfterAbandon", run: caseTakeoverAfterAbandon},
 	{name: "StaleRenewRelease", run: caseStaleRenewRelease},
 	// Faults and lifecycle (cases_slow.go, cases_partition.go,
-	// cases_faults.go).
+	// cases_lifecycle.go).
 	{name: "SlowStore", run: caseSlowStore},
 	{name: "RevokedLease", run: caseRevokedLease},
 	{name: "RevokedLeader", run: caseRevokedLeader},
@@ -153,7 +153,7 @@ var cases = []tcase{
 	{name: "PartitionedLeaderRenewed", run: casePartitionedLeaderRenewed},
 	{name: "CloseReleases", run: caseCloseReleases},
 	{name: "NoGoroutineLeak", run: caseNoGoroutineLeak, alone: true},
-	// Names and contender ids (cases_names.go).
+	// Names and contender ids (cases_names.go, cases_ids.go).
 	{name: "OddNames", run: caseOddNames},
 	{name: "OddIDs", run: caseOddIDs},
 	{name: "InvalidNames", run: caseInvalidNames},
