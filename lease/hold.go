@@ -97,10 +97,12 @@ func (s *slot) end(ctx context.Context, l *Lease, req endRequest) (done bool, lo
 	switch {
 	case req.abandon:
 		// A callback still runs under this grant: neither release it nor
-		// acquire it again (that would extend it) until it has lapsed.
+		// acquire it again (that would extend it) until it could have
+		// lapsed. A renewal whose reply was lost may have kept it live
+		// longer: like a lost grant, its token is never handed out again.
 		s.m.abandon(s.name, l.Deadline().Add(s.m.cfg.safety))
 		s.finish(l, nil)
-		return true, 0
+		return true, l.token
 	case !req.release:
 		return false, 0 // draining: keep the grant alive until told
 	}

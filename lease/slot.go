@@ -302,6 +302,10 @@ func (s *slot) cleanup(p *progress) {
 		}
 	}
 	switch {
+	case p.lostToken != 0 && m.abandoned(s.name) > 0:
+		// An abandoned callback may still run under it: let it lapse, and
+		// refuse it if a later slot is granted it again.
+		m.keepRefusing(s.name, p.lostToken)
 	case p.lostToken != 0:
 		if err := s.release(ctx, p.lostToken); err != nil && !errors.Is(err, ErrNotHeld) {
 			m.keepRefusing(s.name, p.lostToken)
