@@ -30,6 +30,7 @@ func (s *slot) hold(ctx context.Context, l *Lease, sent time.Time) (lost uint64)
 
 	results := make(chan renewal, 1) // at most one renewal in flight
 	inflight := false
+	draining := false // a Contender is winding down under l
 	attempt := 0
 	closing := m.closing
 	for {
@@ -76,13 +77,19 @@ func (s *slot) hold(ctx context.Context, l *Lease, sent time.Time) (lost uint64)
 			}
 
 		case req := <-l.ends:
+			draining = draining || !req.release && !req.abandon
 			if done, lost := s.end(ctx, l, req); done {
 				return lost
 			}
 
 		case <-closing:
-			// Contenders were stopped first; what remains are plain leases.
+			// Contenders were stopped first; what remains are plain leases,
+			// and draining ones whose Contender releases them once its
+			// callbacks return (a Close from inside a callback).
 			closing = nil
+			if draining {
+				continue
+			}
 			if done, lost := s.end(ctx, l, endRequest{release: true}); done {
 				return lost
 			}

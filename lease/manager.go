@@ -189,6 +189,12 @@ func (m *Manager) Get(ctx context.Context, name string) (Owner, error) {
 // their callbacks, bounded by ctx), releases every lease it holds, fails
 // waiting Acquire calls with [ErrClosed], ends Watch channels, and waits
 // for its goroutines to end. Close is idempotent.
+//
+// Called from inside a callback of one of its Contenders (or a
+// Scheduler's work), Close does all of that except waiting for that
+// callback and the goroutines that serve it: its Contender is stopped as
+// [Contender.Stop] from a callback is, and its mutex is released once the
+// callback returns.
 func (m *Manager) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -201,6 +207,10 @@ func (m *Manager) Close(ctx context.Context) error {
 		cs = append(cs, c)
 	}
 	m.mu.Unlock()
+	g, inside := goid(), false
+	for _, c := range cs {
+		inside = inside || c.inside(g)
+	}
 	var errs []error
 	for _, c := range cs {
 		if err := c.Stop(ctx); err != nil {
@@ -209,6 +219,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	if first {
 		close(m.closing)
+	}
+	if inside {
+		return errors.Join(errs...) // our own goroutine would never end
 	}
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
@@ -235,6 +248,13 @@ func (m *Manager) call(parent context.Context, f func(context.Context) error) er
 	ctx, cancel := context.WithTimeout(parent, m.cfg.callTimeout)
 	defer cancel()
 	return f(ctx)
+}
+
+// forget removes a stopped Contender.
+func (m *Manager) forget(c *Contender) {
+	m.mu.Lock()
+	delete(m.contenders, c)
+	m.mu.Unlock()
 }
 
 // notifyOwner tells the Contenders of name who owns it now.
