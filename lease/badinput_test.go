@@ -23,7 +23,7 @@ import (
 // most one of them.
 var badInputSentinels = []error{
 	lease.ErrNotAcquired, lease.ErrNotHeld, lease.ErrLost, lease.ErrReleased,
-	lease.ErrClosed, lease.ErrInvalidName, lease.ErrInvalidArgument,
+	lease.ErrClosed, lease.ErrInvalidName, lease.ErrInvalidArgument, lease.ErrGrantTooShort, lease.ErrStoreSetup,
 }
 
 // Short timings, so that nothing in these tests waits long.

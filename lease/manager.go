@@ -47,7 +47,9 @@ type unreleasedGrant struct {
 
 // NewManager returns a Manager for store. It starts no goroutine until it
 // is used. Options are validated; an invalid one, or a nil store, makes it
-// fail with an error wrapping [ErrInvalidArgument].
+// fail with an error wrapping [ErrInvalidArgument]. So does a store that
+// reports a grant limit ([GrantLimiter]) that leaves nothing after the
+// safety margin.
 func NewManager(store Store, opts ...Option) (*Manager, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
@@ -55,6 +57,13 @@ func NewManager(store Store, opts ...Option) (*Manager, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if gl, ok := store.(GrantLimiter); ok {
+		if limit := gl.MaxGrant(); limit > 0 && limit <= cfg.safety {
+			return nil, fmt.Errorf("%w: the store grants at most %v, which leaves nothing after the safety margin %v "+
+				"(ttl %v + transition %v); lower ttl and transition, or raise the store's limit",
+				ErrInvalidArgument, limit, cfg.safety, cfg.ttl, cfg.transition)
+		}
 	}
 	m := &Manager{
 		store:      store,

@@ -229,9 +229,10 @@ func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 		}
 		return
 	}
-	p.errs, p.uncertain = 0, false
+	p.uncertain = false
 	m.notifyOwner(ownerOf(s.name, rec))
 	if !rec.Held(cfg.id) {
+		p.errs = 0
 		p.queued = true
 		s.failIf(fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner), isTry)
 		if !s.empty() && (*events != nil || m.watcher == nil) {
@@ -253,10 +254,11 @@ func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 		return
 	}
 	deadline := cfg.deadline(sent, rec)
-	if !cfg.clock.Now().Before(deadline) {
-		p.lostToken = rec.Token // the reply came too late to be trusted
+	if now := cfg.clock.Now(); !now.Before(deadline) {
+		s.deadOnArrival(ctx, p, events, rec, now.Sub(sent))
 		return
 	}
+	p.errs = 0
 	c := s.pop()
 	if c == nil { // every claimant left during the call
 		s.release(ctx, rec.Token)
@@ -265,6 +267,34 @@ func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
 	l := newLease(s.name, cfg.id, rec, deadline, cfg.clock)
 	c.lease <- l
 	p.lostToken = s.hold(ctx, l, sent)
+}
+
+// deadOnArrival gives back a grant whose deadline passed before its reply
+// came, and never retries at once: when the store cut the grant short
+// (less than was asked, minus the time the call took), waiting cannot fix
+// it and the claims fail with ErrGrantTooShort; a merely late reply is
+// retried after a back-off.
+func (s *slot) deadOnArrival(ctx context.Context, p *progress, events *<-chan Event, rec Record, took time.Duration) {
+	cfg := &s.m.cfg
+	if err := s.release(ctx, rec.Token); err != nil && !errors.Is(err, ErrNotHeld) {
+		p.lostToken = rec.Token // refuse it if it comes back
+	}
+	p.errs++
+	var err error
+	match := isTry
+	if asked := cfg.ttl + cfg.transition; rec.Transition+took < asked {
+		err = fmt.Errorf("lease: acquire %q: the store granted %v of the %v asked (ttl %v + transition %v), "+
+			"nothing after the safety margin %v: %w",
+			s.name, rec.Transition, asked, cfg.ttl, cfg.transition, cfg.safety, ErrGrantTooShort)
+		match = notContend
+	} else {
+		err = fmt.Errorf("lease: acquire %q: the reply came %v after the request, past the grant's deadline", s.name, took)
+	}
+	s.failIf(err, match)
+	if !s.empty() {
+		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
+		s.wait(cfg.backoff(p.errs-1), events)
+	}
 }
 
 // wait sleeps until the next attempt is due, an event arrives, the queue
