@@ -37,6 +37,12 @@ type Manager struct {
 	// told the lease ended, and releasing it failed), and until when it
 	// could still be live.
 	unreleased map[string]unreleasedGrant
+	// sweepAt is the number of abandoned and unreleased entries at which
+	// the expired ones are swept next, and swept when they last were: both
+	// maps stay bounded by the names used within about ttl + transition,
+	// even names never used again.
+	sweepAt int
+	swept   time.Time
 }
 
 // unreleasedGrant is an entry of Manager.unreleased.
@@ -146,6 +152,7 @@ func (m *Manager) enqueue(name string, c *claim) (*slot, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
+	m.sweep()
 	s := m.slots[name]
 	if s == nil {
 		s = newSlot(m, name)
@@ -282,6 +289,34 @@ func (m *Manager) abandon(name string, until time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.abandonedUntil[name] = until
+	m.sweep()
+}
+
+// sweep drops the expired abandoned and unreleased entries once their
+// number has doubled since the last sweep, or ttl + transition after it
+// (when every entry then present has expired): amortized, each entry
+// added pays for one entry checked. m.mu is held.
+func (m *Manager) sweep() {
+	n := len(m.abandonedUntil) + len(m.unreleased)
+	if n == 0 {
+		return
+	}
+	now := m.cfg.clock.Now()
+	if n < m.sweepAt && now.Sub(m.swept) < m.cfg.ttl+m.cfg.transition {
+		return
+	}
+	m.swept = now
+	for name, until := range m.abandonedUntil {
+		if !now.Before(until) {
+			delete(m.abandonedUntil, name)
+		}
+	}
+	for name, g := range m.unreleased {
+		if !now.Before(g.until) {
+			delete(m.unreleased, name)
+		}
+	}
+	m.sweepAt = max(2*(len(m.abandonedUntil)+len(m.unreleased)), 64)
 }
 
 // abandoned returns how long attempts on name must still wait for an
@@ -307,6 +342,7 @@ func (m *Manager) keepRefusing(name string, token uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.unreleased[name] = unreleasedGrant{token, m.cfg.clock.Now().Add(m.cfg.ttl + m.cfg.transition)}
+	m.sweep()
 }
 
 // refused returns (and forgets) the token of name that keepRefusing

@@ -43,7 +43,7 @@ func TestGetAndWatchCreateNoState(t *testing.T) {
 // retention, and a name that comes back still gets a greater token.
 func TestStateIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const names = 100_000
+		const names = 30_000
 		s := memstore.New(memstore.WithRetention(time.Second))
 		most := 0
 		for i := range names {
