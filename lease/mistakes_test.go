@@ -57,46 +57,38 @@ func (s slowReplies) RenewMany(ctx context.Context, reqs []lease.RenewRequest) (
 // batch window after the lease asks for it; its deadline counts from the
 // asking.)
 func TestDeadlineCountsFromSend(t *testing.T) {
-	for _, batch := range []bool{false, true} {
-		name := "single renewals"
-		if batch {
-			name = "batch renewals"
+	bothRenewalPaths(t, func(t *testing.T, batch bool) {
+		slow := slowReplies{memstore.New(), new(atomic.Int64)}
+		var st lease.Store = slow
+		if !batch {
+			st = noBatch{Store: slow, Watcher: slow}
 		}
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				slow := slowReplies{memstore.New(), new(atomic.Int64)}
-				var st lease.Store = slow
-				if !batch {
-					st = noBatch{Store: slow, Watcher: slow}
-				}
-				m := newMgr(t, st, "a")
-				t0 := time.Now()
-				l := mustAcquire(t, m, "job")
-				if got := l.Deadline().Sub(t0); got != tDeadline {
-					t.Fatalf("deadline after the acquire: t_send + %v, want + %v (the reply came %v after the request)",
-						got, tDeadline, replyDelay)
-				}
-				slow.ResetStats()
-				for l.Deadline().Sub(t0) == tDeadline { // until the first renewal is confirmed
-					time.Sleep(time.Millisecond)
-				}
-				sent := time.Unix(0, slow.renewed.Load())
-				if got := l.Deadline().Sub(sent); got > tDeadline || got < tDeadline-10*time.Millisecond {
-					t.Errorf("deadline after a renewal: t_send + %v, want + %v", got, tDeadline)
-				}
-				if s := slow.Stats(); s.Renew+s.RenewMany != 1 {
-					t.Errorf("%d renewal calls, want the one confirmed", s.Renew+s.RenewMany)
-				}
-				// With every later call hanging, Done fires at that deadline.
-				slow.FailContender("a", memstore.FaultHangCtx)
-				<-l.Done()
-				if got := time.Since(sent); got > tDeadline {
-					t.Errorf("Done %v after the last confirmed renewal was sent, want %v", got, tDeadline)
-				}
-				slow.Heal()
-			})
-		})
-	}
+		m := newMgr(t, st, "a")
+		t0 := time.Now()
+		l := mustAcquire(t, m, "job")
+		if got := l.Deadline().Sub(t0); got != tDeadline {
+			t.Fatalf("deadline after the acquire: t_send + %v, want + %v (the reply came %v after the request)",
+				got, tDeadline, replyDelay)
+		}
+		slow.ResetStats()
+		for l.Deadline().Sub(t0) == tDeadline { // until the first renewal is confirmed
+			time.Sleep(time.Millisecond)
+		}
+		sent := time.Unix(0, slow.renewed.Load())
+		if got := l.Deadline().Sub(sent); got > tDeadline || got < tDeadline-10*time.Millisecond {
+			t.Errorf("deadline after a renewal: t_send + %v, want + %v", got, tDeadline)
+		}
+		if s := slow.Stats(); s.Renew+s.RenewMany != 1 {
+			t.Errorf("%d renewal calls, want the one confirmed", s.Renew+s.RenewMany)
+		}
+		// With every later call hanging, Done fires at that deadline.
+		slow.FailContender("a", memstore.FaultHangCtx)
+		<-l.Done()
+		if got := time.Since(sent); got > tDeadline {
+			t.Errorf("Done %v after the last confirmed renewal was sent, want %v", got, tDeadline)
+		}
+		slow.Heal()
+	})
 }
 
 // TestRenewalRefusedEndsTheLeaseAtOnce (rule 7, I3, I4): when a renewal
@@ -105,44 +97,50 @@ func TestDeadlineCountsFromSend(t *testing.T) {
 // at once, with ErrLost, not at its local deadline; with single and batch
 // renewals.
 func TestRenewalRefusedEndsTheLeaseAtOnce(t *testing.T) {
+	bothRenewalPaths(t, func(t *testing.T, batch bool) {
+		var skew atomic.Int64
+		r := newRecorder(memstore.WithClock(func() time.Time {
+			return time.Now().Add(time.Duration(skew.Load()))
+		}))
+		var st lease.Store = r
+		if !batch {
+			st = watching(r)
+		}
+		a := newMgr(t, st, "a")
+		b := newMgr(t, st, "b")
+		t0 := time.Now()
+		la := mustAcquire(t, a, "job")
+		skew.Store(int64(tTTL + tTransition)) // the server's clock jumps past a's grant
+		lb := mustAcquire(t, b, "job")
+		select {
+		case <-la.Done():
+		case <-time.After(tDeadline - time.Millisecond):
+			t.Fatalf("a's lease still held %v after the acquire, though its renewal (due after %v) was refused: it must end at once",
+				time.Since(t0), tTTL/3)
+		}
+		if got, want := time.Since(t0), tTTL/3; got > want+10*time.Millisecond {
+			t.Errorf("a's lease ended %v after the acquire, want at its first renewal (by %v)", got, want)
+		}
+		if !errors.Is(la.Err(), lease.ErrLost) || la.Held() {
+			t.Errorf("a after the refused renewal: Err %v, Held %v; want ErrLost and not held", la.Err(), la.Held())
+		}
+		if o := r.Inspect("job"); o.Owner != "b" || o.Token != lb.Token() {
+			t.Errorf("store %+v, want b's grant untouched", o)
+		}
+		_ = lb.Release(bg)
+	})
+}
+
+// bothRenewalPaths runs f in a synctest bubble for single renewals (Renew)
+// and for batch renewals (RenewMany).
+func bothRenewalPaths(t *testing.T, f func(t *testing.T, batch bool)) {
 	for _, batch := range []bool{false, true} {
 		name := "single renewals"
 		if batch {
 			name = "batch renewals"
 		}
 		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var skew atomic.Int64
-				r := newRecorder(memstore.WithClock(func() time.Time {
-					return time.Now().Add(time.Duration(skew.Load()))
-				}))
-				var st lease.Store = r
-				if !batch {
-					st = watching(r)
-				}
-				a := newMgr(t, st, "a")
-				b := newMgr(t, st, "b")
-				t0 := time.Now()
-				la := mustAcquire(t, a, "job")
-				skew.Store(int64(tTTL + tTransition)) // the server's clock jumps past a's grant
-				lb := mustAcquire(t, b, "job")
-				select {
-				case <-la.Done():
-				case <-time.After(tDeadline - time.Millisecond):
-					t.Fatalf("a's lease still held %v after the acquire, though its renewal (due after %v) was refused: it must end at once",
-						time.Since(t0), tTTL/3)
-				}
-				if got, want := time.Since(t0), tTTL/3; got > want+10*time.Millisecond {
-					t.Errorf("a's lease ended %v after the acquire, want at its first renewal (by %v)", got, want)
-				}
-				if !errors.Is(la.Err(), lease.ErrLost) || la.Held() {
-					t.Errorf("a after the refused renewal: Err %v, Held %v; want ErrLost and not held", la.Err(), la.Held())
-				}
-				if o := r.Inspect("job"); o.Owner != "b" || o.Token != lb.Token() {
-					t.Errorf("store %+v, want b's grant untouched", o)
-				}
-				_ = lb.Release(bg)
-			})
+			synctest.Test(t, func(t *testing.T) { f(t, batch) })
 		})
 	}
 }
