@@ -259,13 +259,6 @@ func (m *Manager) isClosing() bool {
 	}
 }
 
-// call runs f with the per-call timeout, under parent.
-func (m *Manager) call(parent context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(parent, m.cfg.callTimeout)
-	defer cancel()
-	return f(ctx)
-}
-
 // forget removes a stopped Contender.
 func (m *Manager) forget(c *Contender) {
 	m.mu.Lock()
