@@ -73,6 +73,7 @@ func (m *Manager) Contend(name string, cb Callbacks) (*Contender, error) {
 		return nil, ErrClosed
 	}
 	m.contenders[c] = struct{}{}
+	m.ncontenders.Add(1)
 	m.wg.Add(1)
 	go c.run()
 	if cb.OnOwner != nil {
@@ -134,18 +135,18 @@ func (c *Contender) Stop(ctx context.Context) error {
 		// Waiting for the callback that called us would never end: the
 		// term loop releases once the callbacks return.
 		if first && l != nil {
-			l.end(context.Background(), endRequest{}) // drain
+			l.drain()
 		}
 		return nil
 	}
 	if first && l != nil {
-		l.end(ctx, endRequest{}) // drain: cancel the leader's ctx, keep renewing
+		l.drain() // cancel the leader's ctx, keep renewing
 	}
 	select {
 	case <-c.done:
 	case <-ctx.Done():
 		if l != nil {
-			l.end(context.Background(), endRequest{abandon: true})
+			l.abandon()
 		}
 		return fmt.Errorf("lease: stop %q: %w", c.name, ctx.Err())
 	}
@@ -204,7 +205,7 @@ func (c *Contender) run() {
 func drop(cl *claim) {
 	select {
 	case l := <-cl.lease:
-		l.end(context.Background(), endRequest{release: true})
+		_ = l.stop(context.Background())
 	case <-cl.fail:
 	default:
 	}
@@ -216,7 +217,7 @@ func (c *Contender) term(l *Lease) bool {
 	c.claim = nil
 	if c.stopped {
 		c.mu.Unlock()
-		l.end(context.Background(), endRequest{release: true})
+		_ = l.stop(context.Background())
 		return false
 	}
 	c.lead = l
@@ -237,12 +238,7 @@ func (c *Contender) term(l *Lease) bool {
 		return true // lost, or released by the leader itself: contend again
 	}
 	// Stop is waiting for us: the callbacks are done, release now.
-	l.end(context.Background(), endRequest{release: true})
-	<-l.stopped
-	l.mu.Lock()
-	err := l.result
-	l.mu.Unlock()
-	if err != nil && !errors.Is(err, ErrNotHeld) {
+	if err := l.stop(context.Background()); err != nil && !errors.Is(err, ErrNotHeld) {
 		c.mu.Lock()
 		c.result = fmt.Errorf("lease: stop %q: release: %w", c.name, err)
 		c.mu.Unlock()
