@@ -34,12 +34,123 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(ErrNotAcquired, err)
 	}
-	c := newClaim(kind)
-	s, err := m.enqueue(name, c)
-	if err != nil {
-		return nil, err
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrClosed
 	}
-	return s.waitClaim(ctx, c)
+	m.sweep()
+	s := m.slotLocked(name)
+	s.mu.Lock()
+	if kind == claimTry && (s.lease != nil || len(s.claims) > 0 || s.acquiring) {
+		s.mu.Unlock()
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q is held or awaited by this manager", ErrNotAcquired, name)
+	}
+	if s.lease != nil || s.busy || s.p.errs > 0 || s.p.dirty() || m.abandonedLocked(name) > 0 {
+		// Someone holds or awaits it locally, or the store may hold
+		// something of ours: wait in line for a worker.
+		c := newClaim(kind)
+		s.add(c)
+		s.mu.Unlock()
+		m.mu.Unlock()
+		return s.waitClaim(ctx, c)
+	}
+	// Idle: this caller makes the attempt itself, in its own goroutine.
+	s.busy, s.acquiring = true, true
+	m.wg.Add(1) // Close waits for the attempt (and what it starts)
+	s.mu.Unlock()
+	m.mu.Unlock()
+	l, c, err := s.acquireNow(ctx, kind)
+	m.wg.Done()
+	if c != nil {
+		return s.waitClaim(ctx, c)
+	}
+	return l, err
+}
+
+// acquireNow is one Acquire in the caller's goroutine, which is busy with
+// the idle slot s: it returns the lease when granted, an error when the
+// claim fails, or, when an Acquire must wait (the mutex is taken, or the
+// store failed), a claim first in line that a worker now serves.
+func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, error) {
+	m, cfg := s.m, &s.m.cfg
+	sent := cfg.clock.Now()
+	call := m.newCall(ctx)
+	rec, err := m.store.Acquire(call, s.name, cfg.id, cfg.ttl, cfg.transition)
+	call.end()
+	if err != nil {
+		err = fmt.Errorf("lease: acquire %q: %w", s.name, err)
+		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
+		s.mu.Lock()
+		s.p.uncertain = true
+		s.p.errs++
+		switch {
+		case ctx.Err() != nil:
+			return s.giveUp(nil, errors.Join(ErrNotAcquired, ctx.Err()))
+		case kind == claimTry || errors.Is(err, ErrStoreSetup):
+			return s.giveUp(nil, err)
+		}
+		s.p.delay = cfg.backoff(s.p.errs - 1)
+		return s.waitInLine(kind)
+	}
+	m.notifyOwner(ownerOf(s.name, rec))
+	if !rec.Held(cfg.id) {
+		s.mu.Lock()
+		s.p.queued = true
+		if kind == claimTry {
+			return s.giveUp(nil, fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner))
+		}
+		return s.waitInLine(kind) // the worker subscribes and tries again at once
+	}
+	deadline := cfg.deadline(sent, rec)
+	if now := cfg.clock.Now(); !now.Before(deadline) {
+		err := s.tooShort(rec, now.Sub(sent))
+		rerr := s.release(ctx, rec.Token)
+		s.mu.Lock()
+		if rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+			s.p.lostToken = rec.Token
+		}
+		s.p.errs++
+		if kind == claimTry || errors.Is(err, ErrGrantTooShort) {
+			return s.giveUp(nil, err)
+		}
+		s.p.delay = cfg.backoff(s.p.errs - 1)
+		return s.waitInLine(kind)
+	}
+	s.mu.Lock()
+	if m.isClosing() {
+		s.p.lostToken = rec.Token // a worker gives it back
+		return s.giveUp(nil, ErrClosed)
+	}
+	l := newLease(s, rec, sent, deadline)
+	s.lease, s.busy, s.acquiring = l, false, false
+	s.mu.Unlock()
+	return l, nil, nil
+}
+
+// giveUp ends the caller's attempt with err: it stops being busy and lets
+// next decide (a worker cleans up what the attempt left). s.mu is held; it
+// is unlocked.
+func (s *slot) giveUp(l *Lease, err error) (*Lease, *claim, error) {
+	s.busy, s.acquiring = false, false
+	s.mu.Unlock()
+	s.next(true)
+	return l, nil, err
+}
+
+// waitInLine turns the caller's attempt into a claim first in line and
+// hands the slot to a worker. s.mu is held; it is unlocked.
+func (s *slot) waitInLine(kind claimKind) (*Lease, *claim, error) {
+	c := newClaim(kind)
+	s.claims = append(s.claims, nil)
+	copy(s.claims[1:], s.claims)
+	s.claims[0] = c
+	s.acquiring = false
+	s.busy = false
+	s.startWorker()
+	s.mu.Unlock()
+	return nil, c, nil
 }
 
 // enqueue adds c to the local queue of name, making sure a worker serves

@@ -1,0 +1,111 @@
+package lease_test
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/memstore"
+)
+
+// goroutineID is the calling goroutine's id, from its stack header.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := bytes.TrimPrefix(buf[:runtime.Stack(buf[:], false)], []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
+}
+
+// callers records which goroutine makes each Acquire and Release.
+type callers struct {
+	*memstore.Store
+	mu sync.Mutex
+	gs []uint64
+}
+
+func (c *callers) note() {
+	c.mu.Lock()
+	c.gs = append(c.gs, goroutineID())
+	c.mu.Unlock()
+}
+
+func (c *callers) Acquire(ctx context.Context, mutex, contender string, ttl, tr time.Duration) (lease.Record, error) {
+	c.note()
+	return c.Store.Acquire(ctx, mutex, contender, ttl, tr)
+}
+
+func (c *callers) Release(ctx context.Context, mutex, contender string, token uint64) error {
+	c.note()
+	return c.Store.Release(ctx, mutex, contender, token)
+}
+
+// TestUncontendedCycleRunsInTheCallersGoroutine (issue 17, DESIGN §5b):
+// an uncontended Acquire and Release make their store calls in the
+// caller's goroutine, with no hand-off to another goroutine and back.
+func TestUncontendedCycleRunsInTheCallersGoroutine(t *testing.T) {
+	st := &callers{Store: memstore.New()}
+	m, err := lease.NewManager(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(bg)
+	me := goroutineID()
+	for range 3 {
+		l, err := m.Acquire(bg, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+		l, err = m.TryAcquire(bg, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.gs) != 12 {
+		t.Fatalf("%d store calls for 6 cycles, want 12", len(st.gs))
+	}
+	for i, g := range st.gs {
+		if g != me {
+			t.Fatalf("store call %d ran in goroutine %d, not the caller's %d", i, g, me)
+		}
+	}
+}
+
+// TestUncontendedCycleAllocations (issue 17): an uncontended Acquire +
+// Release on memstore stays within its budget of 10 allocations (6 today:
+// the lease, its context and cancel function, the slot, and one context
+// per store call), leaving room for no-op metrics.
+func TestUncontendedCycleAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	m, err := lease.NewManager(memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(bg)
+	allocs := testing.AllocsPerRun(1000, func() {
+		l, err := m.Acquire(bg, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 10 {
+		t.Errorf("%.1f allocations per uncontended cycle, want at most 10", allocs)
+	}
+}
