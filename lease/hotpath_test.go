@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -108,4 +109,35 @@ func TestUncontendedCycleAllocations(t *testing.T) {
 	if allocs > 10 {
 		t.Errorf("%.1f allocations per uncontended cycle, want at most 10", allocs)
 	}
+}
+
+// TestDeadlineFiresWhileOtherCallsHang (rule 2, I3): with one timer
+// goroutine for all leases, a store call that hangs anywhere — a renewal,
+// an Acquire or a Release made in a caller's goroutine — never delays a
+// lease's deadline: x's Done fires exactly at t_send + ttl + transition −
+// safety while the calls on y and z are stuck.
+func TestDeadlineFiresWhileOtherCallsHang(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		m := newMgr(t, noBatch{Store: st, Watcher: st}, "a") // single renewals
+		t0 := time.Now()
+		x := mustAcquire(t, m, "x")
+		z := mustAcquire(t, m, "z")
+		st.SetFault(func(op memstore.Op, mutex, _ string) memstore.Fault {
+			switch {
+			case mutex == "x" && op == memstore.OpRenew,
+				mutex == "y" && op == memstore.OpAcquire,
+				mutex == "z" && op == memstore.OpRelease:
+				return memstore.FaultHang // ignores its context
+			}
+			return memstore.FaultNone
+		})
+		go func() { _, _ = m.Acquire(bg, "y") }()
+		go func() { _ = z.Release(bg) }()
+		<-x.Done()
+		if got := time.Since(t0); got != tDeadline {
+			t.Errorf("x lost after %v, want exactly %v while other calls hang", got, tDeadline)
+		}
+		st.Heal()
+	})
 }

@@ -91,12 +91,12 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 			m.notifyOwner(ownerOf(l.name, rec))
 		}
 	default:
-		cfg.logger.Warn("renew failed", "mutex", l.name, "token", l.token,
-			"attempt", l.attempt+1, "error", err)
-		l.renewAt = cfg.clock.Now().Add(cfg.backoff(l.attempt))
+		attempt := l.attempt
+		l.renewAt = cfg.clock.Now().Add(cfg.backoff(attempt))
 		l.attempt++
 		m.timers.schedule(l, l.nextEvent())
 		l.mu.Unlock()
+		cfg.logger.Warn("renew failed", "mutex", l.name, "token", l.token, "attempt", attempt+1, "error", err)
 	}
 }
 

@@ -99,7 +99,7 @@ func (s *slot) startWorker() {
 		s.wake = make(chan struct{}, 1)
 	}
 	s.m.wg.Add(1)
-	go s.work()
+	go s.run()
 }
 
 // cancel withdraws c if it is still waiting.
@@ -176,7 +176,6 @@ func (s *slot) next(counted bool) {
 	s.mu.Unlock()
 	m.mu.Unlock()
 	if inline {
-		m.wg.Add(1) // work ends with Done; Close is not waiting for this caller
-		s.work()
+		s.work(false)
 	}
 }

@@ -7,12 +7,18 @@ import (
 	"time"
 )
 
+// run is a worker goroutine, counted by the Manager's WaitGroup.
+func (s *slot) run() {
+	defer s.m.wg.Done()
+	s.work(true)
+}
+
 // work is a slot's worker: busy with the slot, it contends for the
 // waiting claims and hands a grant to the first; it ends once it has done
 // so (the lease then needs no goroutine; the next worker starts when it
-// ends), or once no claim is left and it has cleaned up.
-func (s *slot) work() {
-	defer s.m.wg.Done()
+// ends), or once no claim is left and it has cleaned up. counted says
+// whether it runs in a goroutine the Manager's WaitGroup counts (see next).
+func (s *slot) work(counted bool) {
 	s.mu.Lock()
 	delay := s.p.delay
 	s.p.delay = 0
@@ -21,13 +27,13 @@ func (s *slot) work() {
 		var none <-chan Event
 		s.wait(delay, &none)
 	}
-	for s.serve() {
+	for s.serve(counted) {
 	}
 }
 
 // serve contends for the claims until a grant is handed out or no claim is
 // left; then it cleans up and reports whether claims came meanwhile.
-func (s *slot) serve() bool {
+func (s *slot) serve(counted bool) bool {
 	m := s.m
 	ctx, cancel := context.WithCancel(context.Background()) // the subscription's
 	defer cancel()
@@ -39,7 +45,7 @@ func (s *slot) serve() bool {
 		if s.empty() {
 			cancel() // ends the subscription
 			s.cleanup()
-			return !s.idle()
+			return !s.idle(counted)
 		}
 		if events == nil && m.watcher != nil && (s.p.queued || s.p.errs > 0) {
 			// Subscribe once an attempt lost (an uncontended acquire never
@@ -62,7 +68,7 @@ func (s *slot) serve() bool {
 }
 
 // idle stops being busy if no claim waits, and reports whether it did.
-func (s *slot) idle() bool {
+func (s *slot) idle(counted bool) bool {
 	s.mu.Lock()
 	if len(s.claims) > 0 {
 		s.mu.Unlock()
@@ -70,7 +76,7 @@ func (s *slot) idle() bool {
 	}
 	s.busy = false
 	s.mu.Unlock()
-	s.next(true)
+	s.next(counted)
 	return true
 }
 
