@@ -34,33 +34,31 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(ErrNotAcquired, err)
 	}
-	m.mu.Lock()
+	m.life.RLock()
 	if m.closed {
-		m.mu.Unlock()
+		m.life.RUnlock()
 		return nil, ErrClosed
 	}
-	m.sweep()
-	s := m.slotLocked(name)
-	s.mu.Lock()
+	s := m.slotFor(name)
 	if kind == claimTry && (s.lease != nil || len(s.claims) > 0 || s.acquiring) {
 		s.mu.Unlock()
-		m.mu.Unlock()
+		m.life.RUnlock()
 		return nil, fmt.Errorf("%w: %q is held or awaited by this manager", ErrNotAcquired, name)
 	}
-	if s.lease != nil || s.busy || s.p.errs > 0 || s.p.dirty() || m.abandonedLocked(name) > 0 {
+	if s.lease != nil || s.busy || s.p.errs > 0 || s.p.dirty() || s.abandoned() {
 		// Someone holds or awaits it locally, or the store may hold
 		// something of ours: wait in line for a worker.
 		c := newClaim(kind)
 		s.add(c)
 		s.mu.Unlock()
-		m.mu.Unlock()
+		m.life.RUnlock()
 		return s.waitClaim(ctx, c)
 	}
 	// Idle: this caller makes the attempt itself, in its own goroutine.
 	s.busy, s.acquiring = true, true
 	m.wg.Add(1) // Close waits for the attempt (and what it starts)
 	s.mu.Unlock()
-	m.mu.Unlock()
+	m.life.RUnlock()
 	l, c, err := s.acquireNow(ctx, kind)
 	m.wg.Done()
 	if c != nil {
@@ -156,33 +154,51 @@ func (s *slot) waitInLine(kind claimKind) (*Lease, *claim, error) {
 // enqueue adds c to the local queue of name, making sure a worker serves
 // it.
 func (m *Manager) enqueue(name string, c *claim) (*slot, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.life.RLock()
+	defer m.life.RUnlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
-	m.sweep()
-	s := m.slotLocked(name)
-	s.mu.Lock()
+	s := m.slotFor(name)
 	defer s.mu.Unlock()
-	if c.kind == claimTry && (s.lease != nil || len(s.claims) > 0 || s.acquiring) {
-		return nil, fmt.Errorf("%w: %q is held or awaited by this manager", ErrNotAcquired, name)
-	}
 	s.add(c)
 	return s, nil
 }
 
-// slotLocked returns the slot of name, making it if needed; a new slot
-// starts by refusing a grant an earlier one could not release. m.mu is
-// held.
-func (m *Manager) slotLocked(name string) *slot {
-	s := m.slots[name]
-	if s == nil {
-		s = &slot{m: m, name: name}
-		s.p.lostToken = m.refusedLocked(name)
-		m.slots[name] = s
+// slotFor returns the slot of name, making it if needed, with its lock
+// held; a new slot starts by refusing a grant an earlier one could not
+// release. The shard's lock is held only to find the slot: one retired
+// meanwhile is found again.
+func (m *Manager) slotFor(name string) *slot {
+	sh := m.shardOf(name)
+	var fresh *slot // made outside the shard's lock, used if none is there
+	for {
+		sh.mu.Lock()
+		s := sh.slots[name]
+		if s == nil && fresh != nil {
+			s, fresh = fresh, nil
+			_, s.p.lostToken = m.refusalsFor(name, true)
+			sh.slots[name] = s
+		}
+		sh.mu.Unlock()
+		if s == nil {
+			fresh = &slot{m: m, name: name}
+			continue
+		}
+		s.mu.Lock()
+		if !s.retired {
+			return s
+		}
+		s.mu.Unlock()
 	}
-	return s
+}
+
+// abandoned reports whether an abandoned grant of the slot's mutex must
+// still be left to lapse. s.mu is held: a grant abandoned before the slot
+// was seen free is recorded by now.
+func (s *slot) abandoned() bool {
+	wait, _ := s.m.refusalsFor(s.name, false)
+	return wait > 0
 }
 
 // waitClaim waits for c to be granted or failed, or for ctx to end.

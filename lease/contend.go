@@ -67,12 +67,14 @@ func (m *Manager) Contend(name string, cb Callbacks) (*Contender, error) {
 		done:     make(chan struct{}),
 		ownerCh:  make(chan struct{}, 1),
 	}
-	m.mu.Lock()
+	m.life.RLock()
+	defer m.life.RUnlock()
 	if m.closed {
-		m.mu.Unlock()
 		return nil, ErrClosed
 	}
+	m.mu.Lock()
 	m.contenders[c] = struct{}{}
+	m.mu.Unlock()
 	m.ncontenders.Add(1)
 	m.wg.Add(1)
 	go c.run()
@@ -80,7 +82,6 @@ func (m *Manager) Contend(name string, cb Callbacks) (*Contender, error) {
 		m.wg.Add(1)
 		go c.notify()
 	}
-	m.mu.Unlock()
 	return c, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,13 +32,37 @@ type Manager struct {
 	closing chan struct{} // closed by Close
 	wg      sync.WaitGroup
 
+	// life guards closed. Whoever starts a goroutine from outside the
+	// Manager's goroutines checks closed and adds to wg under its read
+	// lock, so that no Add can race Close's Wait.
+	life   sync.RWMutex
+	closed bool
+
+	// The slots, sharded by name so that callers on different mutexes
+	// rarely meet on a lock.
+	seed   maphash.Seed
+	shards [slotShards]shard
+
 	ncontenders atomic.Int32 // len(contenders), read without mu
 
 	mu         sync.Mutex
-	closed     bool
-	slots      map[string]*slot
 	contenders map[*Contender]struct{}
-	refusals   // abandoned and unreleased grants
+
+	refusals // abandoned and unreleased grants
+}
+
+// slotShards is the number of shards of a Manager's slot registry.
+const slotShards = 32
+
+// shard is one part of the slot registry.
+type shard struct {
+	mu    sync.Mutex
+	slots map[string]*slot
+}
+
+// shardOf returns the registry shard of name.
+func (m *Manager) shardOf(name string) *shard {
+	return &m.shards[maphash.String(m.seed, name)%slotShards]
 }
 
 // NewManager returns a Manager for store. It starts no goroutine until it
@@ -65,12 +90,15 @@ func NewManager(store Store, opts ...Option) (*Manager, error) {
 		cfg:        cfg,
 		started:    cfg.clock.Now(),
 		closing:    make(chan struct{}),
-		slots:      make(map[string]*slot),
+		seed:       maphash.MakeSeed(),
 		contenders: make(map[*Contender]struct{}),
 		refusals: refusals{
 			abandonedUntil: make(map[string]time.Time),
 			unreleased:     make(map[string]unreleasedGrant),
 		},
+	}
+	for i := range m.shards {
+		m.shards[i].slots = make(map[string]*slot)
 	}
 	m.timers = timers{m: m, wake: make(chan struct{}, 1)}
 	m.watcher, _ = store.(Watcher)
@@ -90,9 +118,9 @@ func (m *Manager) Get(ctx context.Context, name string) (Owner, error) {
 	if ctx == nil {
 		return Owner{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	m.mu.Lock()
+	m.life.RLock()
 	closed := m.closed
-	m.mu.Unlock()
+	m.life.RUnlock()
 	if closed {
 		return Owner{}, ErrClosed
 	}
@@ -121,9 +149,11 @@ func (m *Manager) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	m.mu.Lock()
+	m.life.Lock()
 	first := !m.closed
 	m.closed = true
+	m.life.Unlock()
+	m.mu.Lock()
 	cs := make([]*Contender, 0, len(m.contenders))
 	for c := range m.contenders {
 		cs = append(cs, c)
@@ -164,19 +194,22 @@ func (m *Manager) Close(ctx context.Context) error {
 
 // heldLeases returns the leases held and not draining.
 func (m *Manager) heldLeases() []*Lease {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var ls []*Lease
-	for _, s := range m.slots {
-		s.mu.Lock()
-		if l := s.lease; l != nil {
-			l.mu.Lock()
-			if l.state == leaseHeld {
-				ls = append(ls, l)
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		for _, s := range sh.slots {
+			s.mu.Lock()
+			if l := s.lease; l != nil {
+				l.mu.Lock()
+				if l.state == leaseHeld {
+					ls = append(ls, l)
+				}
+				l.mu.Unlock()
 			}
-			l.mu.Unlock()
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
+		sh.mu.Unlock()
 	}
 	return ls
 }

@@ -1,13 +1,21 @@
 package lease
 
-import "time"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // refusals are the grants of a Manager that must not be used again: per
 // mutex, an abandoned grant to leave alone until it could have lapsed, and
 // a token whose release failed. Entries expire; both maps are swept so
 // that they stay bounded by the names used within about ttl +
-// transition, even names never used again. Guarded by the Manager's mu.
+// transition, even names never used again. Guarded by rmu, which is taken
+// last (under any other lock of the Manager) and takes no other.
 type refusals struct {
+	rmu  sync.Mutex
+	nref atomic.Int32 // entries in both maps, read without rmu
+
 	// abandonedUntil holds, per mutex, when a grant whose Stop gave up on
 	// its callbacks has surely lapsed on the server.
 	abandonedUntil map[string]time.Time
@@ -30,21 +38,22 @@ type unreleasedGrant struct {
 
 // abandon records that the grant of name must be left to lapse until then.
 func (m *Manager) abandon(name string, until time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
 	m.abandonedUntil[name] = until
 	m.sweep()
+	m.counted()
 }
 
 // abandoned returns how long attempts on name must still wait for an
 // abandoned grant to lapse (0: none).
 func (m *Manager) abandoned(name string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
 	return m.abandonedLocked(name)
 }
 
-// abandonedLocked is abandoned with m.mu held.
+// abandonedLocked is abandoned with rmu held.
 func (m *Manager) abandonedLocked(name string) time.Duration {
 	until, ok := m.abandonedUntil[name]
 	if !ok {
@@ -54,6 +63,7 @@ func (m *Manager) abandonedLocked(name string) time.Duration {
 		return d
 	}
 	delete(m.abandonedUntil, name)
+	m.counted()
 	return 0
 }
 
@@ -61,27 +71,29 @@ func (m *Manager) abandonedLocked(name string) time.Duration {
 // slot of name must give it up instead of handing it out. The record ends
 // once the grant has surely lapsed on the server.
 func (m *Manager) keepRefusing(name string, token uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
 	m.unreleased[name] = unreleasedGrant{token, m.cfg.clock.Now().Add(m.cfg.ttl + m.cfg.transition)}
 	m.sweep()
+	m.counted()
 }
 
-// refused is refusedLocked, taking m.mu.
+// refused is refusedLocked, taking rmu.
 func (m *Manager) refused(name string) uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
 	return m.refusedLocked(name)
 }
 
 // refusedLocked returns (and forgets) the token of name that keepRefusing
-// recorded, 0 when none is still live. m.mu is held.
+// recorded, 0 when none is still live. rmu is held.
 func (m *Manager) refusedLocked(name string) uint64 {
 	g, ok := m.unreleased[name]
 	if !ok {
 		return 0
 	}
 	delete(m.unreleased, name)
+	m.counted()
 	if !m.cfg.clock.Now().Before(g.until) {
 		return 0
 	}
@@ -91,7 +103,7 @@ func (m *Manager) refusedLocked(name string) uint64 {
 // sweep drops the expired entries once their number has doubled since the
 // last sweep, or ttl + transition after it (when every entry then present
 // has expired): amortized, each entry added pays for one entry checked.
-// m.mu is held.
+// rmu is held.
 func (m *Manager) sweep() {
 	n := len(m.abandonedUntil) + len(m.unreleased)
 	if n == 0 {
@@ -113,4 +125,28 @@ func (m *Manager) sweep() {
 		}
 	}
 	m.sweepAt = max(2*(len(m.abandonedUntil)+len(m.unreleased)), 64)
+	m.counted()
+}
+
+// counted publishes the number of entries. rmu is held.
+func (m *Manager) counted() {
+	m.nref.Store(int32(len(m.abandonedUntil) + len(m.unreleased)))
+}
+
+// refusalsFor returns, for a caller about to use the slot of name, how
+// long an abandoned grant must still be left alone, and, for a new slot,
+// the token it must refuse. Without entries it takes no lock. Expired
+// entries are swept on the way.
+func (m *Manager) refusalsFor(name string, fresh bool) (wait time.Duration, token uint64) {
+	if m.nref.Load() == 0 {
+		return 0, 0
+	}
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
+	m.sweep()
+	wait = m.abandonedLocked(name)
+	if fresh {
+		token = m.refusedLocked(name)
+	}
+	return wait, token
 }

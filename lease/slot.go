@@ -50,6 +50,7 @@ type slot struct {
 	claims    []*claim
 	lease     *Lease        // the local holder, or nil
 	busy      bool          // a goroutine makes the slot's store calls
+	retired   bool          // out of the registry: a caller must look again
 	acquiring bool          // ... to acquire for a caller
 	wake      chan struct{} // buffered: the claims changed (made for a worker)
 	p         progress      // guarded by mu, used by the busy goroutine
@@ -76,8 +77,9 @@ func (s *slot) poke() {
 }
 
 // add queues c behind the other claims and makes sure a worker serves
-// them once no lease is held and nobody else is busy. s.mu and the
-// Manager's mu are held.
+// them once no lease is held and nobody else is busy. s.mu is held, and
+// the Manager's life lock is read-locked with the Manager open (or the
+// caller is counted: see startWorker).
 func (s *slot) add(c *claim) {
 	s.claims = append(s.claims, c)
 	switch {
@@ -91,8 +93,8 @@ func (s *slot) add(c *claim) {
 }
 
 // startWorker makes a goroutine busy with the slot's claims and clean-up.
-// s.mu is held, and the caller either holds the Manager's mu while it is
-// not closed or runs in a goroutine its WaitGroup counts.
+// s.mu is held, and the caller either read-locks the Manager's life lock
+// while it is not closed or runs in a goroutine its WaitGroup counts.
 func (s *slot) startWorker() {
 	s.busy = true
 	if s.wake == nil {
@@ -156,7 +158,9 @@ func notContend(c *claim) bool { return c.kind != claimContend }
 // Manager is closed, the work is done in the caller's goroutine.
 func (s *slot) next(counted bool) {
 	m := s.m
-	m.mu.Lock()
+	m.life.RLock()
+	sh := m.shardOf(s.name)
+	sh.mu.Lock()
 	s.mu.Lock()
 	inline := false
 	switch {
@@ -169,12 +173,14 @@ func (s *slot) next(counted bool) {
 			s.busy, inline = true, true
 		}
 	default:
-		if m.slots[s.name] == s {
-			delete(m.slots, s.name)
+		if sh.slots[s.name] == s {
+			delete(sh.slots, s.name)
 		}
+		s.retired = true
 	}
 	s.mu.Unlock()
-	m.mu.Unlock()
+	sh.mu.Unlock()
+	m.life.RUnlock()
 	if inline {
 		s.work(false)
 	}

@@ -25,8 +25,8 @@ func (m *Manager) Watch(ctx context.Context, name string) (<-chan Owner, error) 
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.life.RLock()
+	defer m.life.RUnlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
