@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -23,13 +24,14 @@ import (
 // most one of them.
 var badInputSentinels = []error{
 	lease.ErrNotAcquired, lease.ErrNotHeld, lease.ErrLost, lease.ErrReleased,
-	lease.ErrClosed, lease.ErrInvalidName, lease.ErrInvalidArgument,
+	lease.ErrClosed, lease.ErrInvalidName, lease.ErrInvalidArgument, lease.ErrGrantTooShort, lease.ErrStoreSetup,
 }
 
-// Short timings, so that nothing in these tests waits long.
+// Timings long enough that no lease of these real-time tests is lost on a
+// loaded machine; nothing in them waits for a lease to lapse.
 const (
-	badInputTTL        = time.Second
-	badInputTransition = 500 * time.Millisecond
+	badInputTTL        = 10 * time.Second
+	badInputTransition = 5 * time.Second
 )
 
 // badInputOpts returns the short timings plus opts.
@@ -479,6 +481,10 @@ func TestCallsAfterCloseFail(t *testing.T) {
 }
 
 func TestCloseFailsWaitingAcquire(t *testing.T) {
+	synctest.Test(t, testCloseFailsWaitingAcquire)
+}
+
+func testCloseFailsWaitingAcquire(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New()
 	holder := newBadInputManager(t, st, lease.WithContenderID("holder"))
@@ -497,23 +503,19 @@ func TestCloseFailsWaitingAcquire(t *testing.T) {
 		got <- badInputResult(l != nil, err)
 	}()
 	// Close once the waiter is queued on the store.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if q := st.Inspect("x").Queue; len(q) == 1 && q[0] == "waiter" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiter never queued: %+v", st.Inspect("x"))
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if q := st.Inspect("x").Queue; len(q) != 1 || q[0] != "waiter" {
+		t.Fatalf("waiter not queued: %+v", st.Inspect("x"))
 	}
 	if err := m.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	synctest.Wait()
 	select {
 	case err := <-got:
 		badInputWantOnly(t, "Acquire waiting when Close was called", err, lease.ErrClosed)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Acquire still blocked 5s after Close")
+	default:
+		t.Fatal("Acquire still blocked after Close returned")
 	}
 }
 

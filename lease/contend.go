@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Callbacks are what a Contender calls as leadership comes and goes. They
@@ -35,6 +36,10 @@ type Contender struct {
 	stopping chan struct{} // closed by Stop
 	done     chan struct{} // closed when the term loop has ended
 	ownerCh  chan struct{} // buffered: the observed owner changed
+	// runG and notifyG are the ids of the goroutines that run the
+	// callbacks (0 until they start): Stop and Close called from them
+	// must not wait for the callback that calls them.
+	runG, notifyG atomic.Uint64
 
 	mu      sync.Mutex
 	stopped bool
@@ -62,19 +67,21 @@ func (m *Manager) Contend(name string, cb Callbacks) (*Contender, error) {
 		done:     make(chan struct{}),
 		ownerCh:  make(chan struct{}, 1),
 	}
-	m.mu.Lock()
+	m.life.RLock()
+	defer m.life.RUnlock()
 	if m.closed {
-		m.mu.Unlock()
 		return nil, ErrClosed
 	}
+	m.mu.Lock()
 	m.contenders[c] = struct{}{}
+	m.mu.Unlock()
+	m.ncontenders.Add(1)
 	m.wg.Add(1)
 	go c.run()
 	if cb.OnOwner != nil {
 		m.wg.Add(1)
 		go c.notify()
 	}
-	m.mu.Unlock()
 	return c, nil
 }
 
@@ -95,9 +102,21 @@ func (c *Contender) Owner() Owner {
 // Stop ends the Contender. When it leads, Stop cancels the leader's
 // context, waits for OnAcquired and OnReleased to return, and only then
 // releases the mutex, so the next leader's work cannot overlap this one's.
-// The grant stays renewed while the callbacks finish. If ctx ends first,
-// Stop stops renewing without releasing (the grant lapses after ttl +
-// transition) and returns ctx's error. Stop is idempotent.
+// The grant stays renewed while the callbacks finish.
+//
+// If ctx ends first, Stop abandons the grant and returns ctx's error: it
+// stops renewing without releasing, so the grant lapses by itself on the
+// store (after ttl + transition from the last renewal that reached it),
+// and the abandoned callback's context stays cancelled. Like a lost
+// grant, an abandoned one is never handed out again by this Manager: a
+// later Acquire waits until it could have lapsed, and if the store still
+// has it (a renewal whose reply was lost), gives it up and takes a new
+// grant with a greater token.
+//
+// Called from inside one of this Contender's own callbacks (or from a
+// Scheduler's work), Stop returns at once without waiting for them: the
+// leader's context is cancelled, and the mutex is released once the
+// callbacks have returned. Stop is idempotent.
 func (c *Contender) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -112,30 +131,43 @@ func (c *Contender) Stop(ctx context.Context) error {
 		if cl != nil {
 			s.cancel(cl)
 		}
-		if l != nil {
-			l.end(ctx, endRequest{}) // drain: cancel the leader's ctx, keep renewing
+	}
+	if c.inside(goid()) {
+		// Waiting for the callback that called us would never end: the
+		// term loop releases once the callbacks return.
+		if first && l != nil {
+			l.drain()
 		}
+		return nil
+	}
+	if first && l != nil {
+		l.drain() // cancel the leader's ctx, keep renewing
 	}
 	select {
 	case <-c.done:
 	case <-ctx.Done():
 		if l != nil {
-			l.end(context.Background(), endRequest{abandon: true})
+			l.abandon()
 		}
 		return fmt.Errorf("lease: stop %q: %w", c.name, ctx.Err())
 	}
-	c.m.mu.Lock()
-	delete(c.m.contenders, c)
-	c.m.mu.Unlock()
+	c.m.forget(c)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.result
 }
 
+// inside reports whether goroutine g runs this Contender's callbacks.
+func (c *Contender) inside(g uint64) bool {
+	return g == c.runG.Load() || g == c.notifyG.Load()
+}
+
 // run is the term loop: claim, lead, hand back, and claim again.
 func (c *Contender) run() {
+	c.runG.Store(goid())
 	defer c.m.wg.Done()
 	defer close(c.done)
+	defer c.m.forget(c)
 	for {
 		cl := newClaim(claimContend)
 		s, err := c.m.enqueue(c.name, cl)
@@ -174,7 +206,7 @@ func (c *Contender) run() {
 func drop(cl *claim) {
 	select {
 	case l := <-cl.lease:
-		l.end(context.Background(), endRequest{release: true})
+		_ = l.stop(context.Background())
 	case <-cl.fail:
 	default:
 	}
@@ -186,7 +218,7 @@ func (c *Contender) term(l *Lease) bool {
 	c.claim = nil
 	if c.stopped {
 		c.mu.Unlock()
-		l.end(context.Background(), endRequest{release: true})
+		_ = l.stop(context.Background())
 		return false
 	}
 	c.lead = l
@@ -207,12 +239,7 @@ func (c *Contender) term(l *Lease) bool {
 		return true // lost, or released by the leader itself: contend again
 	}
 	// Stop is waiting for us: the callbacks are done, release now.
-	l.end(context.Background(), endRequest{release: true})
-	<-l.stopped
-	l.mu.Lock()
-	err := l.result
-	l.mu.Unlock()
-	if err != nil && !errors.Is(err, ErrNotHeld) {
+	if err := l.stop(context.Background()); err != nil && !errors.Is(err, ErrNotHeld) {
 		c.mu.Lock()
 		c.result = fmt.Errorf("lease: stop %q: release: %w", c.name, err)
 		c.mu.Unlock()
@@ -236,6 +263,7 @@ func (c *Contender) setOwner(o Owner) {
 
 // notify delivers owner changes to OnOwner, one at a time, until Stop.
 func (c *Contender) notify() {
+	c.notifyG.Store(goid())
 	defer c.m.wg.Done()
 	for {
 		select {

@@ -139,9 +139,9 @@ func TestStopBoundedByContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-leading
+		stopAt := time.Now() // before the timeout it bounds
 		ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
 		defer cancel()
-		stopAt := time.Now()
 		if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Stop with a stuck callback: %v, want DeadlineExceeded", err)
 		}

@@ -23,9 +23,9 @@
 // ZooKeeper watches), falling back to polling at the owner's transition end
 // plus a jitter in [−200 ms, +1000 ms).
 //
-// Stores implement the small [Store] interface (plus the optional [Watcher]
-// and [BatchRenewer]); package memstore is an in-process one for tests, and
-// package tck checks any store against the contract.
+// Stores implement the small [Store] interface (plus the optional [Watcher],
+// [BatchRenewer] and [GrantLimiter]); package memstore is an in-process one
+// for tests, and package tck checks any store against the contract.
 //
 // # Guarantees
 //
@@ -44,17 +44,37 @@
 // without a confirmed renewal, Done closes and Context is cancelled with
 // cause [ErrLost] — even while a store call hangs, because the deadline
 // timer never waits on I/O. With the defaults (ttl 10 s, transition 6 s) the
-// holder is told 3 s before anyone else could be granted the mutex.
+// holder is told 3 s before anyone else could be granted the mutex. A
+// renewal the store refuses ([ErrNotHeld]) ends the lease at once. A
+// released lease's context is cancelled before the store is asked to
+// release it. A grant whose deadline has already passed when its reply
+// arrives is never used: it is given back, and when the store cut it
+// below the safety margin, Acquire fails with [ErrGrantTooShort] (a
+// Contender backs off; nothing retries in a loop).
 //
 // Never lie. Renew and release are conditioned on the contender and the
 // grant's token: a stale one returns [ErrNotHeld] and leaves the new owner
-// alone. A late renew never re-acquires, and a grant the holder was told it
-// lost is given back, never reused under the same token.
+// alone. A late renew never re-acquires. A grant this Manager stopped
+// standing behind — lost, abandoned by a Stop whose ctx ended, or not
+// confirmed released — is never handed out again under the same token: if
+// the store still has it, it is given back and a new grant taken.
 //
 // Callbacks are ordered. OnReleased follows its OnAcquired and never runs
 // concurrently with it; no callback runs under a lock of this package.
 // Contender.Stop waits for the callbacks before releasing the mutex, so a
-// voluntary hand-over never overlaps two leaders' work.
+// voluntary hand-over never overlaps two leaders' work — within Stop's ctx:
+// when ctx ends first, the grant is abandoned (no longer renewed, not
+// released; it lapses on the store by itself), and a new leader may start
+// while the abandoned callback still runs, as after a loss. Stop and Close
+// called from inside a callback return at once; the mutex is released once
+// the callbacks return.
+//
+// Bounded state. A Manager keeps per-name state only while a name is held
+// or awaited, and for at most ttl + transition after a grant it must refuse
+// or leave to lapse, so a service that locks one name per order id runs in
+// constant memory. Watching a mutex costs the store about one Get per ttl
+// (a free mutex on a store that cannot push: one per ttl/4, at most a
+// second apart).
 //
 // # What is not guaranteed
 //

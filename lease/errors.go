@@ -33,6 +33,16 @@ var (
 	// unusable (nil, non-positive duration, inconsistent timings, ...).
 	ErrInvalidArgument = errors.New("lease: invalid argument")
 
+	// ErrGrantTooShort: the store granted the mutex for less than the
+	// holder's safety margin (it caps grants below ttl + transition, as
+	// ZooKeeper caps them at its session timeout), so the grant was dead
+	// on arrival: its deadline had passed before its reply came. The
+	// grant is given back at once. Acquire and TryAcquire return it
+	// instead of retrying, since waiting cannot fix a store's limit; a
+	// Contender keeps retrying with back-off, logging each failure. Lower
+	// ttl and transition, or raise the store's limit.
+	ErrGrantTooShort = errors.New("lease: grant shorter than the safety margin")
+
 	// ErrStoreSetup: the store refused a request for a reason that
 	// retrying cannot fix — its table does not exist (the migrations were
 	// not run), the client lacks a privilege, the database is unknown.

@@ -18,14 +18,14 @@ func ExampleManager_Acquire() {
 
 	// Two Managers on one store are two contenders, as two processes are.
 	alpha, err := lease.NewManager(store, lease.WithContenderID("alpha"),
-		lease.WithTTL(time.Second), lease.WithTransition(500*time.Millisecond))
+		lease.WithTTL(10*time.Second), lease.WithTransition(6*time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer alpha.Close(ctx)
 	beta, err := lease.NewManager(store, lease.WithContenderID("beta"),
-		lease.WithTTL(time.Second), lease.WithTransition(500*time.Millisecond))
+		lease.WithTTL(10*time.Second), lease.WithTransition(6*time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -67,7 +67,7 @@ func ExampleManager_Acquire() {
 func ExampleManager_Contend() {
 	ctx := context.Background()
 	m, err := lease.NewManager(memstore.New(), lease.WithContenderID("alpha"),
-		lease.WithTTL(time.Second), lease.WithTransition(500*time.Millisecond))
+		lease.WithTTL(10*time.Second), lease.WithTransition(6*time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -108,7 +108,7 @@ func ExampleManager_Contend() {
 func ExampleSchedule() {
 	ctx := context.Background()
 	m, err := lease.NewManager(memstore.New(), lease.WithContenderID("alpha"),
-		lease.WithTTL(time.Second), lease.WithTransition(500*time.Millisecond))
+		lease.WithTTL(10*time.Second), lease.WithTransition(6*time.Second))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -146,7 +146,7 @@ func ExampleManager_Watch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := memstore.New()
-	opts := []lease.Option{lease.WithTTL(time.Second), lease.WithTransition(500 * time.Millisecond)}
+	opts := []lease.Option{lease.WithTTL(10 * time.Second), lease.WithTransition(6 * time.Second)}
 	observer, err := lease.NewManager(store, append(opts, lease.WithContenderID("observer"))...)
 	if err != nil {
 		fmt.Println(err)
@@ -205,7 +205,7 @@ func ExampleManager_Watch() {
 func ExampleLease_Context() {
 	ctx := context.Background()
 	store := memstore.New()
-	opts := []lease.Option{lease.WithTTL(time.Second), lease.WithTransition(500 * time.Millisecond)}
+	opts := []lease.Option{lease.WithTTL(10 * time.Second), lease.WithTransition(6 * time.Second)}
 	alpha, err := lease.NewManager(store, append(opts, lease.WithContenderID("alpha"))...)
 	if err != nil {
 		fmt.Println(err)

@@ -38,40 +38,61 @@ func ownerOf(name string, rec Record) Owner {
 //
 // A Lease is safe for concurrent use.
 type Lease struct {
-	name    string
-	owner   string
-	token   uint64
-	clock   Clock
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	ends    chan endRequest // to the goroutine that renews this lease
-	stopped chan struct{}   // closed when that goroutine is done with it
+	name   string
+	token  uint64
+	s      *slot // the Manager's slot for the mutex, which holds the lease
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex
+	state    leaseState
 	deadline time.Time
-	rec      Record // last record confirmed by the store
-	result   error  // outcome of the server-side end, once stopped
-	released bool   // Release has succeeded once
+	rec      Record        // last record confirmed by the store
+	result   error         // outcome of the server-side end, once ended
+	released bool          // Release has succeeded once
+	stopped  chan struct{} // made on demand; closed once ended
+	renewAt  time.Time     // when the next renewal is due
+	inflight bool          // a renewal is in flight
+	attempt  int           // failed renewals in a row
+
+	// Guarded by the Manager's timers.
+	next time.Time // when the timers look at the lease next
+	hidx int       // index in the timers' heap, -1 when out
 }
 
-// endRequest asks the renewing goroutine to end the lease.
-type endRequest struct {
-	// release the grant on the server; otherwise keep renewing it
-	// (draining) until a later request says what to do.
-	release bool
-	// abandon stops renewing without a server-side release: the grant
-	// lapses by itself.
-	abandon bool
-}
+// leaseState is where a lease is in its life. Ordered: every state from
+// leaseEnding on is no longer renewed.
+type leaseState int
 
-func newLease(name, owner string, rec Record, deadline time.Time, clock Clock) *Lease {
+const (
+	leaseHeld     leaseState = iota
+	leaseDraining            // its Contender winds down: ctx cancelled, still renewed
+	leaseEnding              // a release is under way
+	leaseEnded               // released, lost or abandoned
+)
+
+// closedCh is a closed channel, for leases that ended before anyone waited.
+var closedCh = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// newLease returns a held lease of s for a grant confirmed by an acquire
+// sent at sent, and schedules its first renewal. It runs in a goroutine the
+// Manager's WaitGroup counts.
+func newLease(s *slot, rec Record, sent, deadline time.Time) *Lease {
+	cfg := &s.m.cfg
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Lease{
-		name: name, owner: owner, token: rec.Token, clock: clock,
-		ctx: ctx, cancel: cancel,
-		ends: make(chan endRequest), stopped: make(chan struct{}),
-		deadline: deadline, rec: rec,
+	l := &Lease{
+		name: s.name, token: rec.Token, s: s, ctx: ctx, cancel: cancel,
+		deadline: deadline, rec: rec, hidx: -1,
 	}
+	l.renewAt = cfg.renewAt(sent, deadline, s.m.started, s.m.batch != nil)
+	l.mu.Lock()
+	s.m.timers.schedule(l, l.nextEvent())
+	l.mu.Unlock()
+	return l
 }
 
 // Name returns the mutex name.
@@ -108,7 +129,7 @@ func (l *Lease) Held() bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.clock.Now().Before(l.deadline)
+	return l.s.m.cfg.clock.Now().Before(l.deadline)
 }
 
 // Deadline returns the instant, on the Manager's clock, at which the lease
@@ -127,20 +148,12 @@ func (l *Lease) Deadline() time.Time {
 // the lease had been lost before Release was called, it returns an error
 // wrapping [ErrLost]: the work done under it may not have been exclusive.
 // If the store call fails, the grant lapses by itself after ttl +
-// transition, and the error says so.
+// transition (or is released in the background), and the error says so.
 func (l *Lease) Release(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	select {
-	case l.ends <- endRequest{release: true}:
-	case <-l.stopped:
-	case <-ctx.Done():
-		return fmt.Errorf("lease: release %q: %w", l.name, ctx.Err())
-	}
-	select {
-	case <-l.stopped:
-	case <-ctx.Done():
+	if err := l.stop(ctx); errors.Is(err, ctx.Err()) && ctx.Err() != nil {
 		return fmt.Errorf("lease: release %q: %w", l.name, ctx.Err())
 	}
 	l.mu.Lock()
@@ -158,33 +171,59 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// end asks the renewing goroutine to end the lease, unless it already
-// stopped. It does not wait for the server-side outcome.
-func (l *Lease) end(ctx context.Context, req endRequest) bool {
-	select {
-	case l.ends <- req:
-		return true
-	case <-l.stopped:
-		return false
-	case <-ctx.Done():
-		return false
+// stop releases the lease if it is held (or draining), or waits, bounded
+// by ctx, for the release another goroutine makes. It returns the outcome
+// of the server-side end, or ctx's error.
+func (l *Lease) stop(ctx context.Context) error {
+	l.mu.Lock()
+	switch l.state {
+	case leaseHeld, leaseDraining:
+		l.state = leaseEnding
+		l.s.m.timers.unschedule(l)
+		l.mu.Unlock()
+		return l.s.releaseLease(ctx, l)
+	case leaseEnding:
+		ch := l.stoppedCh()
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		l.mu.Lock()
+	}
+	defer l.mu.Unlock()
+	return l.result
+}
+
+// stoppedCh returns a channel closed once the lease has ended. l.mu is
+// held.
+func (l *Lease) stoppedCh() chan struct{} {
+	if l.stopped == nil {
+		if l.state == leaseEnded {
+			return closedCh
+		}
+		l.stopped = make(chan struct{})
+	}
+	return l.stopped
+}
+
+// ended marks the lease ended with the outcome of its server-side end.
+// l.mu is held.
+func (l *Lease) ended(result error) {
+	l.state, l.result = leaseEnded, result
+	if l.stopped != nil {
+		close(l.stopped)
 	}
 }
 
-// confirm records a renewal confirmed by the store.
-func (l *Lease) confirm(rec Record, deadline time.Time) {
+// drain cancels the lease's context for a Contender that winds down, and
+// keeps renewing it until its release.
+func (l *Lease) drain() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.rec = rec
-	if deadline.After(l.deadline) {
-		l.deadline = deadline
+	if l.state == leaseHeld {
+		l.state = leaseDraining
+		l.cancel(ErrReleased)
 	}
-}
-
-// finish records the server-side outcome and marks the lease stopped.
-func (l *Lease) finish(result error) {
-	l.mu.Lock()
-	l.result = result
-	l.mu.Unlock()
-	close(l.stopped)
 }

@@ -1,9 +1,6 @@
 package lease
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -24,8 +21,9 @@ const (
 	claimCancelled
 )
 
-// A claim is one local request for a mutex: an Acquire or TryAcquire call,
-// or one term of a Contender.
+// A claim is one local request for a mutex that waits: an Acquire or
+// TryAcquire call that found the slot busy or the mutex taken, or one
+// term of a Contender.
 type claim struct {
 	kind  claimKind
 	state claimState  // guarded by the slot's mu
@@ -37,31 +35,39 @@ func newClaim(kind claimKind) *claim {
 	return &claim{kind: kind, lease: make(chan *Lease, 1), fail: make(chan error, 1)}
 }
 
-// A slot is the single store contender of one Manager for one mutex. Its
-// goroutine (run) is the only one that calls the store for that mutex on
-// behalf of the Manager's claims, so a grant is never given to two local
-// holders and a renewal never races a release.
+// A slot is the single store contender of one Manager for one mutex. At
+// most one goroutine at a time makes its acquire, release and clean-up
+// store calls (it is busy), so a grant is never given to two local holders:
+// the caller itself for an uncontended Acquire or a Release, a worker
+// goroutine for claims that wait. A held lease needs no goroutine: the
+// Manager's timers renew it. A slot leaves the Manager's registry once
+// nothing of it is left.
 type slot struct {
 	m    *Manager
 	name string
-	wake chan struct{} // buffered: the queue changed
 
-	mu      sync.Mutex
-	claims  []*claim
-	holding bool
+	mu        sync.Mutex
+	claims    []*claim
+	lease     *Lease        // the local holder, or nil
+	busy      bool          // a goroutine makes the slot's store calls
+	retired   bool          // out of the registry: a caller must look again
+	acquiring bool          // ... to acquire for a caller
+	wake      chan struct{} // buffered: the claims changed (made for a worker)
+	p         progress      // guarded by mu, used by the busy goroutine
 }
 
-// progress is what a slot remembers between attempts.
+// progress is what a slot remembers between store calls.
 type progress struct {
-	errs      int    // consecutive failed store calls
-	uncertain bool   // the last Acquire's outcome is unknown
-	queued    bool   // the store may have us in its wait queue
-	lostToken uint64 // a grant we gave up locally that may still be live
+	errs      int           // consecutive failed attempts
+	uncertain bool          // the last Acquire's outcome is unknown
+	queued    bool          // the store may have us in its wait queue
+	lostToken uint64        // a grant we gave up locally that may still be live
+	delay     time.Duration // a worker taking over waits this long first
 }
 
-func newSlot(m *Manager, name string) *slot {
-	return &slot{m: m, name: name, wake: make(chan struct{}, 1)}
-}
+// dirty reports whether the store may hold something of ours that no
+// lease stands for: a grant to give back or a queue entry to withdraw.
+func (p *progress) dirty() bool { return p.lostToken != 0 || p.queued || p.uncertain }
 
 func (s *slot) poke() {
 	select {
@@ -70,19 +76,32 @@ func (s *slot) poke() {
 	}
 }
 
-// add queues c. A try claim is refused when the mutex is held or awaited
-// locally.
-func (s *slot) add(c *claim) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.kind == claimTry && (s.holding || len(s.claims) > 0) {
-		return false
-	}
+// add queues c behind the other claims and makes sure a worker serves
+// them once no lease is held and nobody else is busy. s.mu is held, and
+// the Manager's life lock is read-locked with the Manager open (or the
+// caller is counted: see startWorker).
+func (s *slot) add(c *claim) {
 	s.claims = append(s.claims, c)
-	if len(s.claims) == 1 {
-		s.poke()
+	switch {
+	case s.busy:
+		if len(s.claims) == 1 && s.wake != nil {
+			s.poke()
+		}
+	case s.lease == nil:
+		s.startWorker()
 	}
-	return true
+}
+
+// startWorker makes a goroutine busy with the slot's claims and clean-up.
+// s.mu is held, and the caller either read-locks the Manager's life lock
+// while it is not closed or runs in a goroutine its WaitGroup counts.
+func (s *slot) startWorker() {
+	s.busy = true
+	if s.wake == nil {
+		s.wake = make(chan struct{}, 1)
+	}
+	s.m.wg.Add(1)
+	go s.run()
 }
 
 // cancel withdraws c if it is still waiting.
@@ -99,25 +118,10 @@ func (s *slot) cancel(c *claim) bool {
 			break
 		}
 	}
-	if len(s.claims) == 0 {
+	if len(s.claims) == 0 && s.wake != nil {
 		s.poke()
 	}
 	return true
-}
-
-// pop takes the first waiting claim, marking it granted; holding is set
-// in the same step, so a TryAcquire can never slip in between.
-func (s *slot) pop() *claim {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.claims) == 0 {
-		return nil
-	}
-	c := s.claims[0]
-	s.claims = s.claims[1:]
-	c.state = claimDone
-	s.holding = true
-	return c
 }
 
 // failIf fails every waiting claim for which match is true.
@@ -143,171 +147,41 @@ func (s *slot) empty() bool {
 	return len(s.claims) == 0
 }
 
-func (s *slot) setHolding(v bool) {
-	s.mu.Lock()
-	s.holding = v
-	s.mu.Unlock()
-}
-
-// retire reports whether the slot may end: no claims. Called with the
-// Manager's mu held, so no claim can be added concurrently.
-func (s *slot) retire() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.claims) == 0
-}
-
 func isTry(c *claim) bool      { return c.kind == claimTry }
 func anyClaim(*claim) bool     { return true }
 func notContend(c *claim) bool { return c.kind != claimContend }
 
-// run is the slot's goroutine: contend while there are claims, hold a
-// grant for one claim at a time, clean up and retire when idle.
-func (s *slot) run() {
-	defer s.m.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var p progress
-	var events <-chan Event
-	for {
-		if s.m.isClosing() {
-			s.failIf(ErrClosed, anyClaim)
-		}
-		if s.empty() {
-			cancel() // ends the subscription
-			s.cleanup(&p)
-			if s.m.retire(s) {
-				return
-			}
-			ctx, cancel = context.WithCancel(context.Background())
-			events = nil
-			continue
-		}
-		if events == nil && s.m.watcher != nil && (p.queued || p.errs > 0) {
-			// Subscribe once an attempt lost (an uncontended acquire never
-			// pays for a subscription) and attempt again at once: a release
-			// between the lost attempt and the subscription is seen by the
-			// new attempt, later ones by the subscription.
-			events, _ = s.m.watcher.Watch(ctx, s.name, s.m.cfg.id)
-		}
-		select { // changes before this attempt are seen by it
-		case <-s.wake:
-		default:
-		}
-		if p.lostToken == 0 { // one an earlier slot of this name left
-			p.lostToken = s.m.refused(s.name)
-		}
-		s.attempt(ctx, &p, &events)
-	}
-}
-
-// attempt makes one Acquire and acts on its outcome: hold the grant, or
-// wait until the next attempt is due.
-func (s *slot) attempt(ctx context.Context, p *progress, events *<-chan Event) {
-	m, cfg := s.m, &s.m.cfg
-	if wait := m.abandoned(s.name); wait > 0 {
-		s.wait(wait, events)
-		return
-	}
-	sent := cfg.clock.Now()
-	var rec Record
-	err := m.call(ctx, func(ctx context.Context) (err error) {
-		rec, err = m.store.Acquire(ctx, s.name, cfg.id, cfg.ttl, cfg.transition)
-		return err
-	})
-	if err != nil {
-		p.uncertain = true
-		p.errs++
-		match := isTry
-		if errors.Is(err, ErrStoreSetup) {
-			match = notContend // waiting cannot fix it: tell the caller now
-		}
-		s.failIf(fmt.Errorf("lease: acquire %q: %w", s.name, err), match)
-		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
-		if !s.empty() {
-			s.wait(cfg.backoff(p.errs-1), events)
-		}
-		return
-	}
-	p.errs, p.uncertain = 0, false
-	m.notifyOwner(ownerOf(s.name, rec))
-	if !rec.Held(cfg.id) {
-		p.queued = true
-		s.failIf(fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner), isTry)
-		if !s.empty() && (*events != nil || m.watcher == nil) {
-			s.wait(cfg.waitDelay(rec), events)
-		} // else: subscribe, then attempt again at once (run)
-		return
-	}
-	p.queued = false
-	if rec.Token == p.lostToken {
-		// Our own grant that we already declared lost (or could not
-		// release): the holder was told, so it must not come back under the
-		// same token. Give it up; until the store confirms, keep refusing it.
-		if err := s.release(ctx, rec.Token); err != nil && !errors.Is(err, ErrNotHeld) {
-			p.errs++
-			s.wait(cfg.backoff(p.errs-1), events)
-			return
-		}
-		p.lostToken = 0
-		return
-	}
-	deadline := cfg.deadline(sent, rec)
-	if !cfg.clock.Now().Before(deadline) {
-		p.lostToken = rec.Token // the reply came too late to be trusted
-		return
-	}
-	c := s.pop()
-	if c == nil { // every claimant left during the call
-		s.release(ctx, rec.Token)
-		return
-	}
-	l := newLease(s.name, cfg.id, rec, deadline, cfg.clock)
-	c.lease <- l
-	p.lostToken = s.hold(ctx, l, sent)
-}
-
-// wait sleeps until the next attempt is due, an event arrives, the queue
-// changes or the Manager closes.
-func (s *slot) wait(d time.Duration, events *<-chan Event) {
-	pause(s.m.cfg.clock, d, events, s.wake, nil, s.m.closing)
-}
-
-// release gives up a grant that no local claim holds, best effort.
-func (s *slot) release(ctx context.Context, token uint64) error {
+// next decides what follows once nobody is busy with the slot (the caller
+// stopped being busy, or its lease ended): a worker for the waiting claims
+// or for clean-up, or leaving the registry. counted says that the caller
+// runs in a goroutine the Manager's WaitGroup counts; otherwise, once the
+// Manager is closed, the work is done in the caller's goroutine.
+func (s *slot) next(counted bool) {
 	m := s.m
-	err := m.call(ctx, func(ctx context.Context) error {
-		return m.store.Release(ctx, s.name, m.cfg.id, token)
-	})
-	if err != nil && !errors.Is(err, ErrNotHeld) {
-		m.cfg.logger.Warn("release failed", "mutex", s.name, "token", token, "error", err)
-	}
-	return err
-}
-
-// cleanup leaves the store as if this contender had never come: a grant
-// of unknown outcome or given up locally is released, a wait-queue entry
-// withdrawn.
-func (s *slot) cleanup(p *progress) {
-	m := s.m
-	ctx := context.Background()
-	if p.uncertain {
-		var rec Record
-		err := m.call(ctx, func(ctx context.Context) (err error) {
-			rec, err = m.store.Get(ctx, s.name)
-			return err
-		})
-		if err == nil && rec.Held(m.cfg.id) {
-			p.lostToken = rec.Token
-		}
-	}
+	m.life.RLock()
+	sh := m.shardOf(s.name)
+	sh.mu.Lock()
+	s.mu.Lock()
+	inline := false
 	switch {
-	case p.lostToken != 0:
-		if err := s.release(ctx, p.lostToken); err != nil && !errors.Is(err, ErrNotHeld) {
-			m.keepRefusing(s.name, p.lostToken)
+	case s.lease != nil || s.busy:
+		// A holder, or someone busy: they decide when they are done.
+	case len(s.claims) > 0 || s.p.dirty():
+		if counted || !m.closed {
+			s.startWorker()
+		} else {
+			s.busy, inline = true, true
 		}
-	case p.queued || p.uncertain:
-		s.release(ctx, 0)
+	default:
+		if sh.slots[s.name] == s {
+			delete(sh.slots, s.name)
+		}
+		s.retired = true
 	}
-	*p = progress{}
+	s.mu.Unlock()
+	sh.mu.Unlock()
+	m.life.RUnlock()
+	if inline {
+		s.work(false)
+	}
 }

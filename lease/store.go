@@ -106,6 +106,18 @@ type Event struct {
 	Token uint64
 }
 
+// GrantLimiter is an optional Store capability: the longest grant (ttl +
+// transition) the store honours now; 0 means no known limit.
+//
+// A store that cannot keep a grant for as long as it is asked (ZooKeeper
+// keeps one no longer than its session timeout) implements it, and
+// reports that limit in the Records it returns too: [NewManager] then
+// refuses timings whose grants would leave nothing after the safety
+// margin, instead of failing every Acquire with [ErrGrantTooShort].
+type GrantLimiter interface {
+	MaxGrant() time.Duration
+}
+
 // BatchRenewer is an optional Store capability: renewing many grants held
 // by one Manager in one round trip (per server or slot, as the store can).
 type BatchRenewer interface {

@@ -13,6 +13,11 @@ import (
 // closes. Changes are found by store events where the store pushes them,
 // and by polling at the owner's transition end otherwise; a slow receiver
 // sees only the latest owner.
+//
+// Watching costs the store about one Get per ttl while the mutex is held
+// (an owner that keeps renewing keeps its transition end ahead), and as
+// much while it is free on a store that pushes changes. On a store that
+// cannot push, a free mutex is polled every ttl/4, at most a second apart.
 func (m *Manager) Watch(ctx context.Context, name string) (<-chan Owner, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -20,8 +25,8 @@ func (m *Manager) Watch(ctx context.Context, name string) (<-chan Owner, error) 
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.life.RLock()
+	defer m.life.RUnlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
@@ -69,12 +74,29 @@ func (m *Manager) watch(ctx context.Context, name string, ch chan<- Owner) {
 				}
 				first, last = false, o
 			}
-			// An owner that keeps renewing keeps its transition end ahead;
-			// check at least once per ttl, shortly after it could lapse.
-			delay = min(rec.Transition, m.cfg.ttl) + rand.N(jitterEarly)
+			delay = m.watchDelay(rec, events != nil)
 		}
 		if !pause(m.cfg.clock, max(delay, minRetry), &events, nil, ctx.Done(), m.closing) {
 			return
 		}
+	}
+}
+
+// watchDelay is how long a watch waits before its next Get after one that
+// returned rec, with or without a live subscription to the store's events.
+func (m *Manager) watchDelay(rec Record, push bool) time.Duration {
+	switch {
+	case rec.Owner != "" || rec.Transition > 0:
+		// An owner that keeps renewing keeps its transition end ahead;
+		// check at least once per ttl, shortly after it could lapse (a
+		// lapse is not pushed).
+		return min(rec.Transition, m.cfg.ttl) + rand.N(jitterEarly)
+	case push:
+		// Free: the next grant is pushed; poll once per ttl in case an
+		// event was lost.
+		return m.cfg.ttl + rand.N(jitterEarly)
+	default:
+		d := min(m.cfg.ttl/4, time.Second)
+		return d + rand.N(d/5+1)
 	}
 }

@@ -234,8 +234,10 @@ type State struct {
 	// mutex is free.
 	Owner string
 	Token uint64
-	// Counter is the highest token ever granted for the mutex (0 if none).
-	// It never goes down, not even on release.
+	// Counter is the highest token ever granted for the mutex (0 if none);
+	// its next grant's token is greater. It never goes down, not even on
+	// release; for a mutex the Store forgot (see [WithRetention]) it is the
+	// store-wide high-water mark, at least the mutex's own last token.
 	Counter uint64
 	// TTL and Transition are what a Record would report now.
 	TTL, Transition time.Duration
@@ -250,13 +252,15 @@ type State struct {
 
 // Inspect returns the state of mutex as the server sees it now, after
 // ending what the clock has ended (grants, queue entries, reservations). An
-// unknown mutex gives a zero State. The name is not validated.
+// unknown or forgotten mutex is free with an empty queue. The name is not
+// validated.
 func (s *Store) Inspect(mutex string) State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.mutexes[mutex]
 	if m == nil {
-		return State{}
+		// Unknown or forgotten: its next grant's token exceeds the floor.
+		return State{Counter: s.floor, Watchers: len(s.subs[mutex])}
 	}
 	now := s.now()
 	s.settle(m, now)
@@ -269,7 +273,7 @@ func (s *Store) Inspect(mutex string) State {
 		TTL:        rec.TTL,
 		Transition: rec.Transition,
 		Reserved:   m.reserved,
-		Watchers:   len(m.subs),
+		Watchers:   len(s.subs[mutex]),
 	}
 	for _, w := range m.queue {
 		st.Queue = append(st.Queue, w.contender)
@@ -277,8 +281,9 @@ func (s *Store) Inspect(mutex string) State {
 	return st
 }
 
-// Mutexes returns the names of every mutex the Store has state for, sorted.
-// Released mutexes stay: their token counters must survive.
+// Mutexes returns the names of every mutex the Store has state for, sorted:
+// held, with waiters, or used within the retention (see [WithRetention]).
+// Reading or watching a mutex creates no state.
 func (s *Store) Mutexes() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -29,7 +29,7 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 		return lease.Record{}, err
 	}
 	var rec lease.Record
-	s.do(mutex, func(m *mutexState, now time.Time) {
+	s.do(mutex, true, func(m *mutexState, now time.Time) {
 		switch {
 		case m.owner == contender:
 			m.extend(now, ttl, transition)
@@ -37,7 +37,7 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 			m.grant(contender, now, ttl, transition)
 			m.dequeue(contender)
 			m.reserved = ""
-			m.granted()
+			s.granted(m)
 		default:
 			m.enqueue(contender, now, ttl, transition)
 		}
@@ -62,7 +62,7 @@ func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64
 		return lease.Record{}, err
 	}
 	var rec lease.Record
-	s.do(mutex, func(m *mutexState, now time.Time) {
+	s.do(mutex, false, func(m *mutexState, now time.Time) {
 		rec, err = m.renew(mutex, contender, token, ttl, transition, now)
 	})
 	if lost {
@@ -71,9 +71,10 @@ func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64
 	return rec, err
 }
 
-// renew is one Renew on settled state. s.mu is held.
+// renew is one Renew on settled state (nil: an unknown mutex). s.mu is
+// held.
 func (m *mutexState) renew(mutex, contender string, token uint64, ttl, transition time.Duration, now time.Time) (lease.Record, error) {
-	if m.owner != contender || m.token != token {
+	if m == nil || m.owner != contender || m.token != token {
 		return m.record(now), fmt.Errorf("memstore: renew %q: %w", mutex, lease.ErrNotHeld)
 	}
 	m.extend(now, ttl, transition)
@@ -103,10 +104,9 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 		if results[i].Err != nil {
 			continue
 		}
-		m := s.state(r.Mutex)
-		s.settle(m, now)
-		results[i].Record, results[i].Err = m.renew(r.Mutex, r.Contender, r.Token, r.TTL, r.Transition, now)
-		s.arm(m, now)
+		s.apply(r.Mutex, false, now, func(m *mutexState, now time.Time) {
+			results[i].Record, results[i].Err = m.renew(r.Mutex, r.Contender, r.Token, r.TTL, r.Transition, now)
+		})
 	}
 	s.mu.Unlock()
 	if lost {
@@ -130,7 +130,11 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 	if err != nil {
 		return err
 	}
-	s.do(mutex, func(m *mutexState, now time.Time) {
+	s.do(mutex, false, func(m *mutexState, now time.Time) {
+		if m == nil {
+			err = fmt.Errorf("memstore: release %q: %w", mutex, lease.ErrNotHeld)
+			return
+		}
 		m.dequeue(contender)
 		if token != 0 && m.owner == contender && m.token == token {
 			m.free()
@@ -158,7 +162,7 @@ func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
 		return lease.Record{}, err
 	}
 	var rec lease.Record
-	s.do(mutex, func(m *mutexState, now time.Time) { rec = m.record(now) })
+	s.do(mutex, false, func(m *mutexState, now time.Time) { rec = m.record(now) })
 	if lost {
 		return lease.Record{}, injected(OpGet, mutex, FaultLoseReply)
 	}

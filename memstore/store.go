@@ -15,6 +15,12 @@
 // Acquire after it wins, which keeps the takeover bound after a crash at
 // ttl + transition plus the caller's jitter and poll.
 //
+// State stays bounded however many names are used: reading or watching a
+// mutex creates no state, and the state of a free mutex with nobody queued
+// is forgotten after a retention ([WithRetention]). Its fencing counter is
+// not lost: a mutex used again after being forgotten counts on from a
+// store-wide high-water mark, above every token any forgotten mutex had.
+//
 // For tests it adds what a real backend cannot offer: a replaceable server
 // clock ([WithClock]), injected faults ([Store.SetFault],
 // [Store.FailContender], [Store.Heal]), per-operation call counts
@@ -39,6 +45,10 @@ import (
 // Release is held back for the longest live waiter.
 const DefaultHandoff = time.Second
 
+// DefaultRetention is how long the state of a free mutex with nobody
+// queued is kept after its last use by default (see [WithRetention]).
+const DefaultRetention = time.Minute
+
 // Compile-time checks that Store keeps the port and both capabilities.
 var (
 	_ lease.Store        = (*Store)(nil)
@@ -49,11 +59,16 @@ var (
 // Store is an in-process lease store. Make one with [New]; the zero value is
 // not usable. All methods are safe for concurrent use.
 type Store struct {
-	now     func() time.Time // the "server" clock
-	handoff time.Duration
+	now       func() time.Time // the "server" clock
+	handoff   time.Duration
+	retention time.Duration
 
 	mu      sync.Mutex
 	mutexes map[string]*mutexState
+	subs    map[string]map[*subscriber]struct{} // Watch subscriptions by mutex
+	floor   uint64                              // highest token of every forgotten mutex
+	calls   int                                 // calls since the last sweep
+	swept   time.Time                           // when the last sweep ran
 	stats   Stats
 
 	fault  func(op Op, mutex, contender string) Fault
@@ -92,12 +107,23 @@ func WithHandoff(d time.Duration) Option {
 	return func(s *Store) { s.handoff = max(d, 0) }
 }
 
+// WithRetention sets how long the state of a free mutex with nobody queued
+// is kept after its last use (default [DefaultRetention]); then it is
+// forgotten, so that a service that locks one name per order id runs in
+// bounded memory. A forgotten mutex used again gets tokens above every
+// token it had. d <= 0 forgets a mutex as soon as it is free.
+func WithRetention(d time.Duration) Option {
+	return func(s *Store) { s.retention = max(d, 0) }
+}
+
 // New returns an empty Store configured by opts.
 func New(opts ...Option) *Store {
 	s := &Store{
-		now:     time.Now,
-		handoff: DefaultHandoff,
-		mutexes: make(map[string]*mutexState),
+		now:       time.Now,
+		handoff:   DefaultHandoff,
+		retention: DefaultRetention,
+		mutexes:   make(map[string]*mutexState),
+		subs:      make(map[string]map[*subscriber]struct{}),
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -117,36 +143,63 @@ type mutexState struct {
 	counter      uint64 // highest token ever granted; never goes down
 	ttlAt        time.Time
 	transitionAt time.Time
+	used         time.Time // the last call that changed or read it
 
 	queue         []waiter // FIFO by first arrival
 	reserved      string   // waiter the free mutex is held back for, or ""
 	reservedUntil time.Time
 	timer         *time.Timer // fires when the reservation lapses
 	timerAt       time.Time   // the reservedUntil timer was armed for
-
-	subs map[*subscriber]struct{}
-}
-
-// state returns the state of name, creating it when needed. s.mu is held.
-func (s *Store) state(name string) *mutexState {
-	m := s.mutexes[name]
-	if m == nil {
-		m = &mutexState{name: name, subs: make(map[*subscriber]struct{})}
-		s.mutexes[name] = m
-	}
-	return m
 }
 
 // do runs fn on the settled state of mutex under the lock, then arms the
-// hand-off timer for whatever reservation fn left behind.
-func (s *Store) do(mutex string, fn func(m *mutexState, now time.Time)) {
+// hand-off timer for whatever reservation fn left behind. Only when create
+// is set does an unknown mutex get a state (counting on from the
+// store-wide high-water mark); otherwise fn gets nil for it.
+func (s *Store) do(mutex string, create bool, fn func(m *mutexState, now time.Time)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.state(mutex)
-	now := s.now()
-	s.settle(m, now)
+	s.apply(mutex, create, s.now(), fn)
+}
+
+// apply is do with s.mu held, at now.
+func (s *Store) apply(mutex string, create bool, now time.Time, fn func(m *mutexState, now time.Time)) {
+	m := s.mutexes[mutex]
+	if m == nil && create {
+		m = &mutexState{name: mutex, counter: s.floor}
+		s.mutexes[mutex] = m
+	}
+	if m != nil {
+		m.used = now
+		s.settle(m, now)
+	}
 	fn(m, now)
-	s.arm(m, now)
+	if m != nil {
+		s.arm(m, now)
+	}
+	s.sweep(now)
+}
+
+// sweep forgets the mutexes that have been free, with nobody queued, for
+// the retention. It runs once there have been as many calls since the last
+// sweep as there are mutexes (each call pays for one mutex), or a
+// retention (at least a second) after the last sweep, so a name that is
+// never used again goes too. Mutexes are created only by calls, so either
+// way the cost per call stays constant. s.mu is held.
+func (s *Store) sweep(now time.Time) {
+	if s.calls++; s.calls < len(s.mutexes) && now.Sub(s.swept) < max(s.retention, time.Second) {
+		return
+	}
+	s.calls, s.swept = 0, now
+	for name, m := range s.mutexes {
+		s.settle(m, now)
+		s.arm(m, now)
+		if m.owner == "" && len(m.queue) == 0 && m.reserved == "" && m.timer == nil &&
+			now.Sub(m.used) >= s.retention {
+			s.floor = max(s.floor, m.counter)
+			delete(s.mutexes, name)
+		}
+	}
 }
 
 // settle brings m up to date with now: an ended grant frees the mutex,
@@ -179,8 +232,12 @@ func (m *mutexState) extend(now time.Time, ttl, transition time.Duration) {
 	m.transitionAt = now.Add(addSat(ttl, transition))
 }
 
-// record describes m at now with remaining durations only.
+// record describes m at now with remaining durations only; a nil m is an
+// unknown mutex.
 func (m *mutexState) record(now time.Time) lease.Record {
+	if m == nil {
+		return lease.Record{}
+	}
 	if m.owner == "" {
 		var hold time.Duration
 		if m.reserved != "" {

@@ -97,7 +97,7 @@ func (s *Store) handOff(m *mutexState, now time.Time) {
 		m.reserved = head.contender
 		m.reservedUntil = now.Add(min(s.handoff, head.span))
 	}
-	m.notify(head.contender, lease.Event{Mutex: m.name})
+	s.notify(head.contender, lease.Event{Mutex: m.name})
 }
 
 // settleReservation ends a reservation whose window has passed or whose
@@ -159,11 +159,22 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 		return nil, err
 	}
 	sub := &subscriber{contender: contender, ch: make(chan lease.Event, 1)}
-	s.do(mutex, func(m *mutexState, _ time.Time) { m.subs[sub] = struct{}{} })
+	s.mu.Lock()
+	subs := s.subs[mutex]
+	if subs == nil {
+		subs = make(map[*subscriber]struct{})
+		s.subs[mutex] = subs
+	}
+	subs[sub] = struct{}{}
+	s.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.mutexes[mutex].subs, sub)
+		subs := s.subs[mutex] // the same map: it holds sub until now
+		delete(subs, sub)
+		if len(subs) == 0 {
+			delete(s.subs, mutex)
+		}
 		close(sub.ch)
 	})
 	if lost {
@@ -172,10 +183,10 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 	return sub.ch, nil
 }
 
-// notify sends ev to the subscriptions of contender without blocking.
-// s.mu is held.
-func (m *mutexState) notify(contender string, ev lease.Event) {
-	for sub := range m.subs {
+// notify sends ev to the subscriptions of contender to ev's mutex without
+// blocking. s.mu is held.
+func (s *Store) notify(contender string, ev lease.Event) {
+	for sub := range s.subs[ev.Mutex] {
 		if sub.contender == contender {
 			sub.send(ev)
 		}
@@ -193,11 +204,11 @@ func (sub *subscriber) send(ev lease.Event) {
 // released announces a Release: to observers, and to the new head of the
 // queue through the hand-off.
 func (s *Store) released(m *mutexState, now time.Time) {
-	m.notify("", lease.Event{Mutex: m.name})
+	s.notify("", lease.Event{Mutex: m.name})
 	s.handOff(m, now)
 }
 
 // granted announces a new grant to observers.
-func (m *mutexState) granted() {
-	m.notify("", lease.Event{Mutex: m.name, Owner: m.owner, Token: m.token})
+func (s *Store) granted(m *mutexState) {
+	s.notify("", lease.Event{Mutex: m.name, Owner: m.owner, Token: m.token})
 }

@@ -17,6 +17,7 @@ const (
 	codeSoftware    = 70  // an unexpected error inside simba
 	codeBusy        = 75  // lock not acquired: held (--no-wait) or --wait ran out
 	codeLost        = 76  // the lease was lost while CMD ran; CMD was terminated
+	codeConfig      = 78  // the store grants less than the safety margin: ttl + transition exceed its limit
 	codeCannotExec  = 126 // CMD was found but could not be started
 	codeNotFound    = 127 // CMD was not found
 	codeSignal      = 128 // + N: simba was interrupted by signal N before CMD ran

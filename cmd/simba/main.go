@@ -91,6 +91,9 @@
 //	70     internal error
 //	75     run: lock not acquired: held (--no-wait), or --wait ran out
 //	76     run: the lease was lost while CMD ran; CMD was terminated
+//	78     run: the store grants less than the safety margin (ttl + transition
+//	       exceed a limit of the store); a store that states its limit makes
+//	       such --ttl and --transition a usage error (64) instead
 //	126    run, elect: CMD cannot be started
 //	127    run, elect: CMD not found
 //	128+N  run: simba was interrupted by signal N while waiting for the lock

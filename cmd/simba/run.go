@@ -95,6 +95,8 @@ func (c *cli) acquire(m *lease.Manager, name string, wait time.Duration, noWait 
 		return nil, fail(codeSignal+int(sig.(syscall.Signal)), "run: interrupted by %v while waiting for %q", sig, name)
 	case r.err == nil:
 		return r.l, nil
+	case errors.Is(r.err, lease.ErrGrantTooShort):
+		return nil, fail(codeConfig, "run: %v; lower --ttl and --transition", r.err)
 	case errors.Is(r.err, lease.ErrNotAcquired):
 		held := c.holder(m, name)
 		if noWait {

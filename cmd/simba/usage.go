@@ -18,7 +18,8 @@ const timingHelp = `  --ttl D           the owner's exclusive window (default 10
 `
 
 const exitHelp = `Exit codes: CMD's status (128+N for signal N); 64 usage; 69 store unavailable;
-75 not acquired; 76 lease lost, CMD terminated; 126 CMD not executable; 127 CMD not found.
+75 not acquired; 76 lease lost, CMD terminated; 78 the store grants less than the safety
+margin (lower --ttl and --transition); 126 CMD not executable; 127 CMD not found.
 `
 
 // usage holds the help texts, by command ("" is simba's own).

@@ -1,0 +1,16 @@
+package lease
+
+// PerNameEntries returns how many per-name entries m keeps (slots,
+// abandoned and unreleased grants), for the tests of bounded state.
+func PerNameEntries(m *Manager) int {
+	n := 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		n += len(sh.slots)
+		sh.mu.Unlock()
+	}
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
+	return n + len(m.abandonedUntil) + len(m.unreleased)
+}

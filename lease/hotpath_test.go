@@ -1,0 +1,201 @@
+package lease_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/memstore"
+)
+
+// goroutineID is the calling goroutine's id, from its stack header.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := bytes.TrimPrefix(buf[:runtime.Stack(buf[:], false)], []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
+}
+
+// callers records which goroutine makes each Acquire and Release.
+type callers struct {
+	*memstore.Store
+	mu sync.Mutex
+	gs []uint64
+}
+
+func (c *callers) note() {
+	c.mu.Lock()
+	c.gs = append(c.gs, goroutineID())
+	c.mu.Unlock()
+}
+
+func (c *callers) Acquire(ctx context.Context, mutex, contender string, ttl, tr time.Duration) (lease.Record, error) {
+	c.note()
+	return c.Store.Acquire(ctx, mutex, contender, ttl, tr)
+}
+
+func (c *callers) Release(ctx context.Context, mutex, contender string, token uint64) error {
+	c.note()
+	return c.Store.Release(ctx, mutex, contender, token)
+}
+
+// TestUncontendedCycleRunsInTheCallersGoroutine (issue 17, DESIGN §5b):
+// an uncontended Acquire and Release make their store calls in the
+// caller's goroutine, with no hand-off to another goroutine and back.
+func TestUncontendedCycleRunsInTheCallersGoroutine(t *testing.T) {
+	st := &callers{Store: memstore.New()}
+	m, err := lease.NewManager(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(bg)
+	me := goroutineID()
+	for range 3 {
+		l, err := m.Acquire(bg, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+		l, err = m.TryAcquire(bg, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.gs) != 12 {
+		t.Fatalf("%d store calls for 6 cycles, want 12", len(st.gs))
+	}
+	for i, g := range st.gs {
+		if g != me {
+			t.Fatalf("store call %d ran in goroutine %d, not the caller's %d", i, g, me)
+		}
+	}
+}
+
+// TestUncontendedCycleAllocations (issue 17): an uncontended Acquire +
+// Release on memstore stays within its budget of 10 allocations (6 today:
+// the lease, its context and cancel function, the slot, and one context
+// per store call), leaving room for no-op metrics.
+func TestUncontendedCycleAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	m, err := lease.NewManager(memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(bg)
+	allocs := testing.AllocsPerRun(1000, func() {
+		l, err := m.Acquire(bg, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 10 {
+		t.Errorf("%.1f allocations per uncontended cycle, want at most 10", allocs)
+	}
+}
+
+// TestDeadlineFiresWhileOtherCallsHang (rule 2, I3): with one timer
+// goroutine for all leases, a store call that hangs anywhere — a renewal,
+// an Acquire or a Release made in a caller's goroutine — never delays a
+// lease's deadline: x's Done fires exactly at t_send + ttl + transition −
+// safety while the calls on y and z are stuck.
+func TestDeadlineFiresWhileOtherCallsHang(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		m := newMgr(t, noBatch{Store: st, Watcher: st}, "a") // single renewals
+		t0 := time.Now()
+		x := mustAcquire(t, m, "x")
+		z := mustAcquire(t, m, "z")
+		st.SetFault(func(op memstore.Op, mutex, _ string) memstore.Fault {
+			switch {
+			case mutex == "x" && op == memstore.OpRenew,
+				mutex == "y" && op == memstore.OpAcquire,
+				mutex == "z" && op == memstore.OpRelease:
+				return memstore.FaultHang // ignores its context
+			}
+			return memstore.FaultNone
+		})
+		go func() { _, _ = m.Acquire(bg, "y") }()
+		go func() { _ = z.Release(bg) }()
+		<-x.Done()
+		if got := time.Since(t0); got != tDeadline {
+			t.Errorf("x lost after %v, want exactly %v while other calls hang", got, tDeadline)
+		}
+		st.Heal()
+	})
+}
+
+// TestOneManagerManyGoroutines: goroutines of one Manager taking turns on
+// a few names — through the uncontended path, local queues, TryAcquire and
+// the registry's slots coming and going — never hold a name twice at
+// once, and each name's tokens grow in the order it was granted.
+func TestOneManagerManyGoroutines(t *testing.T) {
+	m, err := lease.NewManager(memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(bg)
+	names := []string{"a", "b", "c", "d"}
+	var mu sync.Mutex
+	holder := map[string]int{}
+	last := map[string]uint64{}
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 200 {
+				name := names[(g+i)%len(names)]
+				var l *lease.Lease
+				var err error
+				if i%3 == 0 {
+					if l, err = m.TryAcquire(bg, name); errors.Is(err, lease.ErrNotAcquired) {
+						continue
+					}
+				} else {
+					l, err = m.Acquire(bg, name)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if h, ok := holder[name]; ok {
+					t.Errorf("goroutine %d granted %q while goroutine %d holds it", g, name, h)
+				}
+				if l.Token() <= last[name] {
+					t.Errorf("%q granted token %d after %d", name, l.Token(), last[name])
+				}
+				holder[name], last[name] = g, l.Token()
+				mu.Unlock()
+				mu.Lock()
+				delete(holder, name)
+				mu.Unlock()
+				if err := l.Release(bg); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := lease.PerNameEntries(m); n != 0 {
+		t.Errorf("%d per-name entries once every goroutine is done", n)
+	}
+}

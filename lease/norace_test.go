@@ -1,0 +1,6 @@
+//go:build !race
+
+package lease_test
+
+// raceEnabled: the race detector adds allocations of its own.
+const raceEnabled = false

@@ -1,0 +1,238 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// run is a worker goroutine, counted by the Manager's WaitGroup.
+func (s *slot) run() {
+	defer s.m.wg.Done()
+	s.work(true)
+}
+
+// work is a slot's worker: busy with the slot, it contends for the
+// waiting claims and hands a grant to the first; it ends once it has done
+// so (the lease then needs no goroutine; the next worker starts when it
+// ends), or once no claim is left and it has cleaned up. counted says
+// whether it runs in a goroutine the Manager's WaitGroup counts (see next).
+func (s *slot) work(counted bool) {
+	s.mu.Lock()
+	delay := s.p.delay
+	s.p.delay = 0
+	s.mu.Unlock()
+	if delay > 0 { // a failed attempt of a caller came just before
+		var none <-chan Event
+		s.wait(delay, &none)
+	}
+	for s.serve(counted) {
+	}
+}
+
+// serve contends for the claims until a grant is handed out or no claim is
+// left; then it cleans up and reports whether claims came meanwhile.
+func (s *slot) serve(counted bool) bool {
+	m := s.m
+	ctx, cancel := context.WithCancel(context.Background()) // the subscription's
+	defer cancel()
+	var events <-chan Event
+	for {
+		if m.isClosing() {
+			s.failIf(ErrClosed, anyClaim)
+		}
+		if s.empty() {
+			cancel() // ends the subscription
+			s.cleanup()
+			return !s.idle(counted)
+		}
+		if events == nil && m.watcher != nil && (s.p.queued || s.p.errs > 0) {
+			// Subscribe once an attempt lost (an uncontended acquire never
+			// pays for a subscription) and attempt again at once: a release
+			// between the lost attempt and the subscription is seen by the
+			// new attempt, later ones by the subscription.
+			events, _ = m.watcher.Watch(ctx, s.name, m.cfg.id)
+		}
+		select { // changes before this attempt are seen by it
+		case <-s.wake:
+		default:
+		}
+		if s.p.lostToken == 0 { // one this slot's clean-up (or an earlier slot) left
+			s.p.lostToken = m.refused(s.name)
+		}
+		if s.attempt(ctx, &events) {
+			return false
+		}
+	}
+}
+
+// idle stops being busy if no claim waits, and reports whether it did.
+func (s *slot) idle(counted bool) bool {
+	s.mu.Lock()
+	if len(s.claims) > 0 {
+		s.mu.Unlock()
+		return false
+	}
+	s.busy = false
+	s.mu.Unlock()
+	s.next(counted)
+	return true
+}
+
+// attempt makes one Acquire and acts on its outcome: hand the grant to the
+// first claim (reporting true), or wait until the next attempt is due.
+func (s *slot) attempt(ctx context.Context, events *<-chan Event) bool {
+	m, cfg, p := s.m, &s.m.cfg, &s.p
+	if wait := m.abandoned(s.name); wait > 0 {
+		s.wait(wait, events)
+		return false
+	}
+	sent := cfg.clock.Now()
+	var rec Record
+	err := m.call(ctx, func(ctx context.Context) (err error) {
+		rec, err = m.store.Acquire(ctx, s.name, cfg.id, cfg.ttl, cfg.transition)
+		return err
+	})
+	if err != nil {
+		p.uncertain = true
+		p.errs++
+		match := isTry
+		if errors.Is(err, ErrStoreSetup) {
+			match = notContend // waiting cannot fix it: tell the caller now
+		}
+		s.failIf(fmt.Errorf("lease: acquire %q: %w", s.name, err), match)
+		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
+		if !s.empty() {
+			s.wait(cfg.backoff(p.errs-1), events)
+		}
+		return false
+	}
+	p.uncertain = false
+	m.notifyOwner(ownerOf(s.name, rec))
+	if !rec.Held(cfg.id) {
+		p.errs = 0
+		p.queued = true
+		s.failIf(fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner), isTry)
+		if !s.empty() && (*events != nil || m.watcher == nil) {
+			s.wait(cfg.waitDelay(rec), events)
+		} // else: subscribe, then attempt again at once (work)
+		return false
+	}
+	p.queued = false
+	if rec.Token == p.lostToken {
+		// Our own grant that we already declared lost (or could not
+		// release): the holder was told, so it must not come back under the
+		// same token. Give it up; until the store confirms, keep refusing it.
+		if err := s.release(ctx, rec.Token); err != nil && !errors.Is(err, ErrNotHeld) {
+			p.errs++
+			s.wait(cfg.backoff(p.errs-1), events)
+			return false
+		}
+		p.lostToken = 0
+		return false
+	}
+	deadline := cfg.deadline(sent, rec)
+	if now := cfg.clock.Now(); !now.Before(deadline) {
+		s.deadOnArrival(ctx, events, rec, now.Sub(sent))
+		return false
+	}
+	p.errs = 0
+	return s.grant(ctx, rec, sent, deadline)
+}
+
+// grant hands a fresh grant to the first waiting claim, unless every
+// claimant left during the call or the Manager is closing: then the grant
+// is given back.
+func (s *slot) grant(ctx context.Context, rec Record, sent, deadline time.Time) bool {
+	s.mu.Lock()
+	if len(s.claims) == 0 || s.m.isClosing() {
+		s.mu.Unlock()
+		s.release(ctx, rec.Token)
+		return false
+	}
+	c := s.claims[0]
+	s.claims[0] = nil
+	s.claims = s.claims[1:]
+	c.state = claimDone
+	l := newLease(s, rec, sent, deadline)
+	s.lease, s.busy, s.acquiring = l, false, false
+	s.mu.Unlock()
+	c.lease <- l
+	return true
+}
+
+// deadOnArrival gives back a grant whose deadline passed before its reply
+// came, and never retries at once: when the store cut the grant short
+// (less than was asked, minus the time the call took), waiting cannot fix
+// it and the claims fail with ErrGrantTooShort; a merely late reply is
+// retried after a back-off.
+func (s *slot) deadOnArrival(ctx context.Context, events *<-chan Event, rec Record, took time.Duration) {
+	cfg, p := &s.m.cfg, &s.p
+	if err := s.release(ctx, rec.Token); err != nil && !errors.Is(err, ErrNotHeld) {
+		p.lostToken = rec.Token // refuse it if it comes back
+	}
+	p.errs++
+	err := s.tooShort(rec, took)
+	match := notContend
+	if !errors.Is(err, ErrGrantTooShort) {
+		match = isTry
+	}
+	s.failIf(err, match)
+	if !s.empty() {
+		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
+		s.wait(cfg.backoff(p.errs-1), events)
+	}
+}
+
+// tooShort describes a grant that was dead on arrival, took after its
+// request: ErrGrantTooShort when the store cut it below what was asked,
+// else a late reply.
+func (s *slot) tooShort(rec Record, took time.Duration) error {
+	cfg := &s.m.cfg
+	if asked := cfg.ttl + cfg.transition; rec.Transition+took < asked {
+		return fmt.Errorf("lease: acquire %q: the store granted %v of the %v asked (ttl %v + transition %v), "+
+			"nothing after the safety margin %v: %w",
+			s.name, rec.Transition, asked, cfg.ttl, cfg.transition, cfg.safety, ErrGrantTooShort)
+	}
+	return fmt.Errorf("lease: acquire %q: the reply came %v after the request, past the grant's deadline", s.name, took)
+}
+
+// wait sleeps until the next attempt is due, an event arrives, the claims
+// change or the Manager closes.
+func (s *slot) wait(d time.Duration, events *<-chan Event) {
+	pause(s.m.cfg.clock, d, events, s.wake, nil, s.m.closing)
+}
+
+// cleanup leaves the store as if this contender had never come: a grant
+// of unknown outcome or given up locally is released, a wait-queue entry
+// withdrawn.
+func (s *slot) cleanup() {
+	m, p := s.m, &s.p
+	ctx := context.Background()
+	if p.uncertain {
+		var rec Record
+		err := m.call(ctx, func(ctx context.Context) (err error) {
+			rec, err = m.store.Get(ctx, s.name)
+			return err
+		})
+		if err == nil && rec.Held(m.cfg.id) {
+			p.lostToken = rec.Token
+		}
+	}
+	switch {
+	case p.lostToken != 0 && m.abandoned(s.name) > 0:
+		// An abandoned callback may still run under it: let it lapse, and
+		// refuse it if a later slot is granted it again.
+		m.keepRefusing(s.name, p.lostToken)
+	case p.lostToken != 0:
+		if err := s.release(ctx, p.lostToken); err != nil && !errors.Is(err, ErrNotHeld) {
+			m.keepRefusing(s.name, p.lostToken)
+		}
+	case p.queued || p.uncertain:
+		s.release(ctx, 0)
+	}
+	s.mu.Lock()
+	s.p = progress{}
+	s.mu.Unlock()
+}
