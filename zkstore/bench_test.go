@@ -19,8 +19,8 @@ import (
 //	go test -bench Store -run '^$' ./zkstore/
 func BenchmarkStore(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
-	s := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
-	other := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
+	s := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
+	other := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
 	ctx := b.Context()
 	const ttl, transition = 10 * time.Second, 6 * time.Second
 	var acquires, renews, releases, cold, waits, turns int64
@@ -86,7 +86,7 @@ func BenchmarkHandoff(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
 	ms := [2]*lease.Manager{}
 	for i := range ms {
-		s := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
+		s := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
 		m, err := lease.NewManager(s, s.LeaseOptions()...)
 		if err != nil {
 			b.Fatal(err)

@@ -57,7 +57,7 @@ func TestEnsembleNodeKilled(t *testing.T) {
 		}
 	}
 	for range 3 {
-		s := newStore(t, connect(t, e.Servers(), tckSession), tckSession, e.Root())
+		s := newStore(t, connect(t, e.Servers(), tckSession), e.Root())
 		m := manager(t, s, lease.WithTTL(tckTTL), lease.WithTransition(tckTransition))
 		wg.Add(1)
 		go worker(m)

@@ -19,9 +19,9 @@ func TestFIFONoHerd(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	ctx := t.Context()
 	const name = "fifo"
-	spy := connect(t, srv.Servers(), tckSession)
+	spy := connect(t, srv.Servers(), tckSession).Conn()
 	newManager := func() (*lease.Manager, *zkstore.Store) {
-		s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+		s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 		return manager(t, s, s.LeaseOptions()...), s
 	}
 	holder, hs := newManager()

@@ -15,7 +15,7 @@ import (
 // children returns the node names under the mutex's znode.
 func children(t *testing.T, s *zkstore.Store, srv *testserver.ZooKeeperServer, mutex string) []string {
 	t.Helper()
-	conn := connect(t, srv.Servers(), tckSession)
+	conn := connect(t, srv.Servers(), tckSession).Conn()
 	names, _, err := conn.Children(s.Dir(mutex))
 	if err != nil {
 		t.Fatalf("Children: %v", err)
@@ -28,7 +28,7 @@ func children(t *testing.T, s *zkstore.Store, srv *testserver.ZooKeeperServer, m
 func TestLostCreateReply(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i7/lost-create"
 	for _, c := range []string{"holder", "waiter"} {
@@ -59,7 +59,7 @@ func TestSlowCreateAbandoned(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
 	p, addrs := proxied(t, srv.Servers())
-	s := newStore(t, connect(t, addrs, tckSession), tckSession, srv.Root())
+	s := newStore(t, connect(t, addrs, tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i7/slow-create"
 	warm, err := s.Acquire(ctx, name, "warm", time.Second, time.Second) // the mutex's znode exists
@@ -96,8 +96,8 @@ func TestSlowCreateAbandoned(t *testing.T) {
 func TestAcquireTwice(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
-	other := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i7/twice"
 	first, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
@@ -139,7 +139,7 @@ func TestAcquireTwice(t *testing.T) {
 func TestLapsedGrantGetsNewToken(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i1/lapsed"
 	const ttl, transition = 100 * time.Millisecond, 100 * time.Millisecond

@@ -97,9 +97,10 @@ func TestSessionExpiry(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	const session = time.Second
 	p, addrs := proxied(t, srv.Servers())
-	hconn := connect(t, addrs, session)
-	hs := newStore(t, hconn, session, srv.Root())
-	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root()))
+	hsess := connect(t, addrs, session)
+	hconn := hsess.Conn()
+	hs := newStore(t, hsess, srv.Root())
+	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), srv.Root()))
 	opts := []lease.Option{lease.WithTTL(2 * time.Second), lease.WithTransition(time.Second)}
 	hm, wm := manager(t, hs, opts...), manager(t, ws, opts...)
 	ctx := t.Context()
@@ -165,20 +166,23 @@ func TestSessionExpiry(t *testing.T) {
 
 // TestServerRestart (S3): a standalone ZooKeeper restarts under a holder
 // and a waiter. The holder is told: it either renews on the restarted
-// server (the session survived) or loses the lease before the waiter is
-// granted; the mutex is handed over within the bound afterwards.
+// server (the session survived) or loses the lease before the waiter's
+// winning Acquire is sent; the mutex is handed over afterwards.
+//
+// The restart's length is the machine's business (a JVM starts slowly
+// under load): the test asserts the order of events, not their times.
 func TestServerRestart(t *testing.T) {
 	t.Parallel()
 	srv := testserver.PrivateZooKeeper(t)
 	const session = 4 * time.Second
-	hs := newStore(t, connect(t, srv.Servers(), session), session, srv.Root())
-	ws := newStore(t, connect(t, srv.Servers(), session), session, srv.Root())
+	hs := newStore(t, connect(t, srv.Servers(), session), srv.Root())
+	ws := observe(newStore(t, connect(t, srv.Servers(), session), srv.Root()))
 	hm, wm := manager(t, hs, hs.LeaseOptions()...), manager(t, ws, ws.LeaseOptions()...)
 	ctx := t.Context()
 	const name = "restart"
 	ttl, transition := 2500*time.Millisecond, 1500*time.Millisecond // LeaseOptions of 4 s
 	window := min(ttl+transition, session) - max(transition/2, ttl/10)
-	bound := ttl + transition + time.Second + ttl
+	const patience = time.Minute // for a loaded machine; the outcome comes within window of the restart's end
 
 	l1, err := hm.Acquire(ctx, name)
 	if err != nil {
@@ -193,22 +197,28 @@ func TestServerRestart(t *testing.T) {
 	t.Logf("restart took %v", time.Since(begin))
 
 	// Told: a renewal sent after the restart began was confirmed, or the
-	// lease ended.
+	// lease ended before the waiter's winning Acquire was sent.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.After(patience)
 	for !l1.Deadline().After(begin.Add(window)) {
 		select {
-		case <-l1.Done():
-			g := await(t, waiter, bound, "takeover after the holder lost its lease")
-			if g.l.Token() <= l1.Token() {
-				t.Errorf("token %d after %d", g.l.Token(), l1.Token())
-			}
-			t.Logf("the holder lost its lease; takeover %v after the restart began", g.at.Sub(begin))
-			return
 		case g := <-waiter:
-			t.Fatalf("the waiter was granted (%v) while the holder's lease is live", g.err)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Since(begin) > bound {
-			t.Fatalf("no renewal confirmed and no loss %v after the restart began", bound)
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			if !closed(l1.Done()) {
+				t.Fatalf("the waiter was granted while the holder's lease is live")
+			}
+			checkToldFirst(t, l1, ws, g)
+			return
+		case <-l1.Done():
+			g := await(t, waiter, patience, "takeover after the holder lost its lease")
+			checkToldFirst(t, l1, ws, g)
+			return
+		case <-tick.C:
+		case <-giveUp:
+			t.Fatalf("no renewal confirmed and no loss %v after the restart began", patience)
 		}
 	}
 	t.Logf("the holder renewed on the restarted server %v after the restart began", time.Since(begin))
@@ -219,12 +229,35 @@ func TestServerRestart(t *testing.T) {
 	if err := l1.Release(ctx); err != nil {
 		t.Fatalf("Release after the restart: %v", err)
 	}
-	g := await(t, waiter, bound, "hand-off after the restart")
+	g := await(t, waiter, patience, "hand-off after the restart")
 	t.Logf("hand-off after the restart took %v", g.at.Sub(released))
 	if g.l.Token() <= l1.Token() {
 		t.Errorf("token %d after %d", g.l.Token(), l1.Token())
 	}
 	_ = g.l.Release(ctx)
+}
+
+// checkToldFirst checks that the lost holder l's deadline passed before
+// the Acquire that granted g was sent, and that g's token is larger.
+func checkToldFirst(t *testing.T, l *lease.Lease, ws *observed, g grantAt) {
+	t.Helper()
+	if sent := ws.sentAt(g.l.Token()); !l.Deadline().Before(sent) {
+		t.Errorf("the holder's deadline %v is not before the winning Acquire was sent (%v)", l.Deadline(), sent)
+	}
+	if g.l.Token() <= l.Token() {
+		t.Errorf("token %d after %d", g.l.Token(), l.Token())
+	}
+	_ = g.l.Release(t.Context())
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // TestServerRestartTakeover (S3, I5): the holder is cut off (its proxy
@@ -238,8 +271,8 @@ func TestServerRestartTakeover(t *testing.T) {
 	srv := testserver.PrivateZooKeeper(t)
 	const session = time.Second
 	p, addrs := proxied(t, srv.Servers())
-	hs := newStore(t, connect(t, addrs, session), session, srv.Root())
-	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root()))
+	hs := newStore(t, connect(t, addrs, session), srv.Root())
+	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), srv.Root()))
 	opts := hs.LeaseOptions() // ttl 625 ms, transition 375 ms
 	hm, wm := manager(t, hs, opts...), manager(t, ws, opts...)
 	ctx := t.Context()
