@@ -126,3 +126,42 @@ func BenchmarkHandoff(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50/handoff")
 	b.ReportMetric(float64(took[len(took)*9/10].Microseconds())/1000, "ms-p90/handoff")
 }
+
+// BenchmarkCycle measures an uncontended Acquire and Release through a
+// Manager, as an application makes them, and through the Store alone.
+//
+//	go test -bench Cycle -run '^$' ./zkstore/
+func BenchmarkCycle(b *testing.B) {
+	srv := testserver.ZooKeeper(b)
+	s := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
+	ctx := b.Context()
+	b.Run("Manager", func(b *testing.B) {
+		m, err := lease.NewManager(s, s.LeaseOptions()...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close(ctx)
+		before := s.Trips()
+		for b.Loop() {
+			l, err := m.Acquire(ctx, "bench/cycle")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(s.Trips()-before)/float64(b.N), "trips/cycle")
+	})
+	b.Run("Store", func(b *testing.B) {
+		for b.Loop() {
+			rec, err := s.Acquire(ctx, "bench/cycle-raw", "a", 10*time.Second, 6*time.Second)
+			if err != nil || !rec.Held("a") {
+				b.Fatal(rec, err)
+			}
+			if err := s.Release(ctx, "bench/cycle-raw", "a", rec.Token); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
