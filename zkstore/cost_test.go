@@ -19,7 +19,8 @@ func TestWaitersCostNothing(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	ctx := t.Context()
 	const name = "cost/waiters"
-	opts := []lease.Option{lease.WithTTL(tckTTL), lease.WithTransition(tckTransition)}
+	const ttl, transition = 2 * time.Second, time.Second
+	opts := []lease.Option{lease.WithTTL(ttl), lease.WithTransition(transition)}
 	var stores []*zkstore.Store
 	var managers []*lease.Manager
 	for range 5 {
@@ -39,9 +40,9 @@ func TestWaitersCostNothing(t *testing.T) {
 	for i, s := range stores {
 		before[i] = s.Trips()
 	}
-	const span = 5 * time.Second
+	const span = 6 * time.Second
 	time.Sleep(span)
-	polls := span/(tckTTL+tckTransition-200*time.Millisecond) + 1
+	polls := span/(ttl+transition-200*time.Millisecond) + 1
 	for i, s := range stores {
 		d := s.Trips() - before[i]
 		switch {

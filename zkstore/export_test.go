@@ -62,3 +62,12 @@ func OfflineSession() (*Session, error) {
 type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
+
+// Subscribed reports whether a Watch subscription of contender for mutex
+// is live.
+func (s *Store) Subscribed(mutex, contender string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[nodeKey{mutex, contender}]
+	return ks != nil && ks.subs > 0
+}

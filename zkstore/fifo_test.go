@@ -64,7 +64,7 @@ func TestFIFONoHerd(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		g := await(t, grants[i], 2*time.Second, "the next waiter")
+		g := await(t, grants[i], tckSession/2, "the next waiter")
 		l = g.l
 		time.Sleep(100 * time.Millisecond) // a herd would be on its way by now
 		if d := total() - beforeAll; d != 2 {

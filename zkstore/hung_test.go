@@ -69,14 +69,16 @@ func TestHungHolder(t *testing.T) {
 // turn and starts a hand-off window of its ttl + transition; when no
 // Acquire comes in that window, the watchdog withdraws its node and the
 // waiter behind it gets the mutex: long before the stalled waiter would
-// have come back (its poll, after the holder's 8 s ttl + transition).
+// have come back (its poll, after the holder's 16 s ttl + transition).
 func TestStalledWaiterSkipped(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
-	slow := []lease.Option{lease.WithTTL(5 * time.Second), lease.WithTransition(3 * time.Second)}
+	slow := []lease.Option{lease.WithTTL(10 * time.Second), lease.WithTransition(6 * time.Second)}
 	fast := []lease.Option{lease.WithTTL(tckTTL), lease.WithTransition(tckTransition)}
-	hm := manager(t, newStore(t, connect(t, srv.Servers(), tckSession), srv.Root()), slow...)
-	stalled, part := tck.Cuttable(newStore(t, connect(t, srv.Servers(), tckSession), srv.Root()))
+	hs := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	hm := manager(t, hs, slow...)
+	ss := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	stalled, part := tck.Cuttable(ss)
 	sm := manager(t, stalled, fast...)
 	t.Cleanup(part.Heal)
 	nm := manager(t, newStore(t, connect(t, srv.Servers(), tckSession), srv.Root()), fast...)
@@ -89,10 +91,27 @@ func TestStalledWaiterSkipped(t *testing.T) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	spy := connect(t, srv.Servers(), tckSession).Conn()
+	queued := func(n int) { // n nodes in the queue, in the order they came
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			names, _, err := spy.Children(hs.Dir(name))
+			if err == nil && len(names) == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the queue has %v, want %d nodes", names, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	stalledGrant := acquireAsync(sctx, sm, name)
-	time.Sleep(300 * time.Millisecond) // queued, its watch set
+	queued(2)
+	for !ss.Subscribed(name, sm.ID()) { // its turn will be seen
+		time.Sleep(5 * time.Millisecond)
+	}
 	next := acquireAsync(ctx, nm, name)
-	time.Sleep(300 * time.Millisecond)
+	queued(3)
 	part.Cut()
 	released := time.Now()
 	if err := l.Release(ctx); err != nil {
@@ -100,7 +119,7 @@ func TestStalledWaiterSkipped(t *testing.T) {
 	}
 	g := await(t, next, 4*tckSession, "the waiter behind the stalled one")
 	t.Logf("the waiter behind the stalled one got the mutex %v after the release", g.at.Sub(released))
-	if took := g.at.Sub(released); took >= 5*time.Second {
+	if took := g.at.Sub(released); took >= 8*time.Second {
 		t.Errorf("took %v: the stalled waiter's hand-off window (%v) was not kept", took, tckTTL+tckTransition)
 	}
 	select {

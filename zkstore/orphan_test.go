@@ -69,19 +69,25 @@ func TestSlowCreateAbandoned(t *testing.T) {
 	if err := s.Release(ctx, name, "warm", warm.Token); err != nil {
 		t.Fatal(err)
 	}
-	p[0].Delay(300 * time.Millisecond)
-	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	_, err = s.Acquire(short, name, "a", time.Second, time.Second)
+	p[0].Delay(time.Second)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = s.Acquire(short, name, "a", 5*time.Second, 5*time.Second)
 	cancel()
 	if err == nil {
-		t.Fatal("Acquire through a 300 ms delay returned within 100 ms")
+		t.Fatal("Acquire through a 1 s delay returned within 200 ms")
 	}
-	time.Sleep(700 * time.Millisecond) // the create lands
+	deadline := time.Now().Add(10 * time.Second) // the create lands
+	for len(children(t, s, srv, name)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned create never landed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	p.Heal()
 	if n := children(t, s, srv, name); len(n) != 1 {
 		t.Fatalf("after the abandoned create: nodes %v, want one", n)
 	}
-	rec, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
+	rec, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
 	if err != nil || !rec.Held("a") {
 		t.Fatalf("Acquire after the abandoned create = %+v, %v; want held", rec, err)
 	}

