@@ -97,7 +97,9 @@ func Connect(ctx context.Context, servers []string, timeout time.Duration, opts 
 	}
 	t := newTap()
 	hp := &hostProvider{inner: zk.NewDNSHostProvider()}
-	conn, events, err := zk.Connect(servers, timeout, func(c *zk.Conn) {
+	// The event channel is left alone: go-zookeeper drops events it cannot
+	// deliver; zk.WithEventCallback sees them all.
+	conn, _, err := zk.Connect(servers, timeout, func(c *zk.Conn) {
 		for _, o := range cfg.conn {
 			o(c)
 		}
@@ -105,10 +107,6 @@ func Connect(ctx context.Context, servers []string, timeout time.Duration, opts 
 	if err != nil {
 		return nil, fmt.Errorf("zkstore: connect: %w", err)
 	}
-	go func() { // the events go nowhere; zk.WithEventCallback sees them
-		for range events {
-		}
-	}()
 	select {
 	case <-t.ready:
 		return &Session{conn: conn, tap: t}, nil

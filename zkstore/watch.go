@@ -81,6 +81,9 @@ func (s *Store) follow(ctx context.Context, k nodeKey, out chan<- lease.Event) {
 			if !n.told {
 				send(out, k.mutex)
 				s.update(k, n.path, func(x *node) { x.told = true })
+				if n.queueWatch == nil && !n.queueStale {
+					s.watchQueue(ctx, k, n) // best effort, after the Manager was told
+				}
 			}
 			if !pause(ctx, kick, st.changed, nil) {
 				return
@@ -93,13 +96,19 @@ func (s *Store) follow(ctx context.Context, k nodeKey, out chan<- lease.Event) {
 			if !woke {
 				continue
 			}
+			// The node ahead was first in line, and is gone: ours is first
+			// now, since no node can come ahead of it. Nothing to list.
+			first := ok && ev.Type == zk.EventNodeDeleted && n.pred == n.owner.name
 			s.updateKick(k, n.path, true, func(x *node) {
 				if x.watch == n.watch {
 					x.fired = true
 				}
 			})
-			if !ok || ev.Type == zk.EventNotWatching {
+			switch {
+			case !ok || ev.Type == zk.EventNotWatching:
 				send(out, k.mutex) // the session's watches were dropped
+			case first:
+				s.turn(k, n)
 			}
 		default:
 			if err := s.refresh(ctx, k, n); err != nil {
@@ -152,17 +161,12 @@ func (s *Store) refresh(ctx context.Context, k nodeKey, n *node) error {
 	}
 	low, _ := q.lowest()
 	if low.name == name {
-		window := time.Now().Add(n.g.ttl + n.g.transition)
-		s.updateKick(k, n.path, true, func(x *node) {
-			x.lowest = true
+		s.update(k, n.path, func(x *node) {
 			if qw != nil {
 				x.queueWatch, x.queueStale = qw, false
 			}
-			if !x.held && window.Before(x.due) {
-				x.due = window
-			}
 		})
-		s.watchdogAt(window)
+		s.turn(k, n)
 		return nil
 	}
 	pred, _ := q.predecessor(name)
@@ -183,6 +187,38 @@ func (s *Store) refresh(ctx context.Context, k nodeKey, n *node) error {
 		}
 	})
 	return nil
+}
+
+// turn marks k's node n first in line, which starts its hand-off window:
+// the watchdog deletes it unless an Acquire comes within its ttl +
+// transition.
+func (s *Store) turn(k nodeKey, n *node) {
+	window := time.Now().Add(n.g.ttl + n.g.transition)
+	s.updateKick(k, n.path, true, func(x *node) {
+		x.lowest = true
+		if !x.held && window.Before(x.due) {
+			x.due = window
+		}
+	})
+	s.watchdogAt(window)
+}
+
+// watchQueue watches the queue of k's node n, first in line, so that a
+// renewal notices n deleted behind the Store's back; it forgets n when it
+// is gone already.
+func (s *Store) watchQueue(ctx context.Context, k nodeKey, n *node) {
+	q, w, err := s.listW(ctx, path.Dir(n.path), true)
+	switch {
+	case err != nil:
+	case !q.has(path.Base(n.path)):
+		s.forget(k, n.path)
+	default:
+		s.update(k, n.path, func(x *node) {
+			if x.queueWatch == nil {
+				x.queueWatch = w
+			}
+		})
+	}
 }
 
 // observe sends an event whenever the first node of the mutex's queue
