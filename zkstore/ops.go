@@ -18,12 +18,16 @@ import (
 // error at once, and f finishes in its own goroutine when the conn answers
 // or fails the request (within about the session timeout on a live conn,
 // or at once when the conn is closed). f must only write variables the
-// caller reads after a nil or non-context error.
+// caller reads after a nil or non-context error. A ctx that cannot end
+// (context.WithoutCancel) runs f in the caller's goroutine.
 func (s *Store) do(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.trips.Add(1)
+	if ctx.Done() == nil {
+		return f()
+	}
 	done := make(chan error, 1)
 	go func() { done <- f() }()
 	select {

@@ -50,7 +50,7 @@ func (s *Store) current(k nodeKey) (*node, sessionState) {
 		ks.n = nil
 		ks.kickLocked()
 		s.tidyLocked(k)
-		s.pokeLocked()
+		s.idleLocked()
 		return nil, st
 	}
 	if ks.n.dead {
@@ -108,18 +108,7 @@ func (s *Store) forget(k nodeKey, path string) {
 	ks.n = nil
 	ks.kickLocked()
 	s.tidyLocked(k)
-	s.pokeLocked()
-}
-
-// pokeLocked wakes the watchdog to look again (it ends when no node is
-// left); call with mu held.
-func (s *Store) pokeLocked() {
-	if s.dog.running {
-		select {
-		case s.dog.poke <- struct{}{}:
-		default:
-		}
-	}
+	s.idleLocked()
 }
 
 // kill marks k's node at path as being deleted by this Store: from now on

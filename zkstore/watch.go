@@ -82,7 +82,7 @@ func (s *Store) follow(ctx context.Context, k nodeKey, out chan<- lease.Event) {
 				send(out, k.mutex)
 				s.update(k, n.path, func(x *node) { x.told = true })
 				if n.queueWatch == nil && !n.queueStale {
-					s.watchQueue(ctx, k, n) // best effort, after the Manager was told
+					s.watchQueue(context.WithoutCancel(ctx), k, n) // best effort, after the Manager was told
 				}
 			}
 			if !pause(ctx, kick, st.changed, nil) {
@@ -111,7 +111,10 @@ func (s *Store) follow(ctx context.Context, k nodeKey, out chan<- lease.Event) {
 				s.turn(k, n)
 			}
 		default:
-			if err := s.refresh(ctx, k, n); err != nil {
+			// In place: the request ends when the conn answers or fails it,
+			// and a goroutine less is a scheduling delay less on the way
+			// from a release to the next holder.
+			if err := s.refresh(context.WithoutCancel(ctx), k, n); err != nil {
 				if ctx.Err() == nil {
 					send(out, k.mutex)
 				}

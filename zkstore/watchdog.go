@@ -11,12 +11,18 @@ import (
 // held up for longer than a grant's ttl + transition while the session
 // lives on. The holder's own deadline passed before that: the Manager
 // computes it from the same calls, less its safety margin.
+//
+// The goroutine sleeps on a timer set to the earliest time a node may run
+// out; callers move the timer earlier without waking it. It ends when it
+// finds no node left, or the session changed: lazily, unless the Store
+// was closed.
 
-// dogState is the watchdog goroutine's bookkeeping, guarded by Store.mu.
+// dogState is the watchdog's bookkeeping, guarded by Store.mu.
 type dogState struct {
 	running bool
-	poke    chan struct{} // buffered: wake up and look again
-	next    time.Time     // when the goroutine wakes next
+	timer   *time.Timer // the goroutine waits on it
+	next    time.Time   // when timer fires
+	closed  bool        // Close was called: end as soon as no node is left
 }
 
 // retiree is a node the watchdog deletes.
@@ -25,56 +31,63 @@ type retiree struct {
 	n node
 }
 
-// watchdogAt makes sure the watchdog looks at the nodes by t; it starts
-// the goroutine, which ends when the Store has no node left.
+// watchdogAt makes sure the watchdog looks at the nodes by t, starting it
+// if need be.
 func (s *Store) watchdogAt(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.dog.poke == nil {
-		s.dog.poke = make(chan struct{}, 1)
-	}
-	if !s.dog.running {
-		s.dog.running = true
-		go s.watchdog()
-		return
-	}
-	if t.Before(s.dog.next) {
-		select {
-		case s.dog.poke <- struct{}{}:
-		default:
-		}
+	switch {
+	case !s.dog.running:
+		s.dog.running, s.dog.next = true, t
+		s.dog.timer = time.NewTimer(time.Until(t))
+		go s.watchdog(s.dog.timer)
+	case t.Before(s.dog.next):
+		s.dog.next = t
+		s.dog.timer.Reset(time.Until(t))
 	}
 }
 
-func (s *Store) watchdog() {
+// wakeLocked makes the watchdog look now; call with mu held.
+func (s *Store) wakeLocked() {
+	if s.dog.running {
+		s.dog.next = time.Now()
+		s.dog.timer.Reset(0)
+	}
+}
+
+// idleLocked lets a closed Store's watchdog end as soon as it may; call
+// with mu held after a node was forgotten.
+func (s *Store) idleLocked() {
+	if s.dog.closed {
+		s.wakeLocked()
+	}
+}
+
+func (s *Store) watchdog(t *time.Timer) {
 	for {
 		changed := s.sess.tap.state().changed // a new session (or none) ends every node
-		next, expired, idle := s.sweep(time.Now())
+		select {
+		case <-t.C:
+		case <-changed:
+		}
+		expired, idle := s.sweep(time.Now())
 		for _, r := range expired {
 			s.retireLater(r.k, r.n)
 		}
 		if idle {
 			return
 		}
-		if next.IsZero() {
-			continue
-		}
-		t := time.NewTimer(time.Until(next))
-		select {
-		case <-t.C:
-		case <-s.dog.poke:
-		case <-changed:
-		}
-		t.Stop()
 	}
 }
 
-// sweep marks the nodes whose time ran out as dead and returns them, with
-// the next time a node runs out; idle means the goroutine ends.
-func (s *Store) sweep(now time.Time) (next time.Time, expired []retiree, idle bool) {
+// sweep marks the nodes whose time ran out as dead and returns them, and
+// sets the timer to the next time a node runs out; idle means no node is
+// left, and the goroutine ends.
+func (s *Store) sweep(now time.Time) (expired []retiree, idle bool) {
 	st := s.sess.tap.state()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var next time.Time
 	for k, ks := range s.keys {
 		n := ks.n
 		switch {
@@ -91,12 +104,29 @@ func (s *Store) sweep(now time.Time) (next time.Time, expired []retiree, idle bo
 			next = n.due
 		}
 	}
-	if next.IsZero() && len(expired) == 0 {
-		s.dog.running, s.dog.next = false, time.Time{}
-		return next, nil, true
+	switch {
+	case next.IsZero() && len(expired) == 0:
+		s.dog.running = false
+		s.dog.timer.Stop()
+		return nil, true
+	case next.IsZero():
+		next = now // look again once the expired ones are marked
 	}
 	s.dog.next = next
-	return next, expired, false
+	s.dog.timer.Reset(time.Until(next))
+	return expired, false
+}
+
+// Close lets the Store's background goroutines end once no node of the
+// Store is left: call it after the Managers on the Store are closed. (A
+// node still held is kept from a hung Manager as before.) The Store stays
+// usable; the Session is not closed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dog.closed = true
+	s.wakeLocked()
+	return nil
 }
 
 // retireLater deletes k's dead node n in the background, retrying until
@@ -138,5 +168,5 @@ func (s *Store) buried(k nodeKey, path string) {
 	ks.n = nil
 	ks.kickLocked()
 	s.tidyLocked(k)
-	s.pokeLocked()
+	s.idleLocked()
 }
