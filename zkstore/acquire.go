@@ -162,8 +162,8 @@ func (s *Store) look(ctx context.Context, k nodeKey, g grant, start time.Time) (
 		}
 	}
 	rec := waiting(ow, g)
-	ok := s.updateKick(k, n.path, w != nil, func(x *node) {
-		x.owner = ow
+	ok := s.updateKick(k, n.path, w != nil || !n.looked, func(x *node) {
+		x.owner, x.looked = ow, true
 		if w != nil {
 			x.pred, x.watch, x.fired = pred.name, w, false
 		}

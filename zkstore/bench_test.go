@@ -9,6 +9,7 @@ import (
 
 	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/zkstore"
 )
 
 // BenchmarkStore counts the requests (round trips) of each Store call:
@@ -164,4 +165,82 @@ func BenchmarkCycle(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkRotation has K Managers, each in a session of its own, take a
+// mutex in turn as bench/ scenario (c) does: each locks, unlocks once the
+// others wait, and locks again. It reports the gap from an Unlock to the
+// next grant and the requests per hand-off (all stores together).
+//
+//	go test -bench Rotation -run '^$' ./zkstore/
+func BenchmarkRotation(b *testing.B) {
+	for _, k := range []int{2, 8} {
+		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) { rotation(b, k) })
+	}
+}
+
+func rotation(b *testing.B, k int) {
+	srv := testserver.ZooKeeper(b)
+	ctx := b.Context()
+	name := fmt.Sprintf("bench/rotation/%d", k)
+	var stores []*zkstore.Store
+	var ms []*lease.Manager
+	for range k {
+		s := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
+		m, err := lease.NewManager(s, s.LeaseOptions()...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = m.Close(context.Background()) })
+		stores, ms = append(stores, s), append(ms, m)
+	}
+	trips := func() (n int64) {
+		for _, s := range stores {
+			n += s.Trips()
+		}
+		return n
+	}
+	type grant struct {
+		l  *lease.Lease
+		at time.Time
+	}
+	grants := make(chan grant, k)
+	waiting := make(chan int, k)
+	for i := range k {
+		go func() {
+			for ctx.Err() == nil {
+				waiting <- i
+				l, err := ms[i].Acquire(ctx, name)
+				if err != nil {
+					return
+				}
+				grants <- grant{l, time.Now()}
+				<-l.Done() // released by the loop below
+			}
+		}()
+	}
+	var gaps []time.Duration
+	in := 0
+	g := <-grants
+	before := trips()
+	b.ResetTimer()
+	for range b.N {
+		for in < k { // everyone is in Acquire, the holder again
+			<-waiting
+			in++
+		}
+		time.Sleep(time.Millisecond)
+		in--
+		released := time.Now()
+		if err := g.l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		g = <-grants
+		gaps = append(gaps, g.at.Sub(released))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(trips()-before)/float64(b.N), "trips/handoff")
+	slices.Sort(gaps)
+	b.ReportMetric(float64(gaps[len(gaps)/2].Microseconds())/1000, "ms-p50/gap")
+	_ = g.l.Release(ctx)
 }

@@ -61,10 +61,11 @@ type node struct {
 	queueStale bool
 
 	// Of a waiting node, from the last look at the queue:
-	pred  string          // name of the node just ahead
-	watch <-chan zk.Event // armed watch on pred; nil: none
-	fired bool            // the watch fired
-	owner owner           // the lowest node
+	looked bool            // an Acquire (or a subscription) looked since it was made
+	pred   string          // name of the node just ahead
+	watch  <-chan zk.Event // armed watch on pred; nil: none
+	fired  bool            // the watch fired
+	owner  owner           // the lowest node
 }
 
 // owner is the lowest node of a queue as a waiter read it.

@@ -110,6 +110,12 @@ func (s *Store) follow(ctx context.Context, k nodeKey, out chan<- lease.Event) {
 			case first:
 				s.turn(k, n)
 			}
+		case !n.looked:
+			// A node just made: the Acquire that made it looks at the
+			// queue and arms the watch, then wakes us.
+			if !pause(ctx, kick, st.changed, nil) {
+				return
+			}
 		default:
 			// In place: the request ends when the conn answers or fails it,
 			// and a goroutine less is a scheduling delay less on the way
@@ -184,7 +190,7 @@ func (s *Store) refresh(ctx context.Context, k nodeKey, n *node) error {
 		return ignoreGone(err) // it just left: look again
 	}
 	s.updateKick(k, n.path, true, func(x *node) {
-		x.pred, x.watch, x.fired = pred.name, w, false
+		x.pred, x.watch, x.fired, x.looked = pred.name, w, false, true
 		if ow.name != "" {
 			x.owner = ow
 		}
