@@ -43,6 +43,12 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 			}
 			continue
 		case n != nil && n.lowest:
+			if there, err := s.recheck(ctx, k, n); err != nil || !there {
+				if err != nil {
+					return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
+				}
+				continue // deleted behind our back: queue anew
+			}
 			rec, ok, err := s.grant(k, n, g, start, st)
 			if err != nil {
 				return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)

@@ -30,6 +30,15 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
 		}
 		s.forget(k, n.path) // gone already: its session ended
+	} else if n != nil && !n.held && token == 0 && !s.inDoubt(k) {
+		// A waiter withdraws its own node: one request.
+		s.kill(k, n.path)
+		if err := s.remove(ctx, n.path, -1); err != nil && !gone(err) {
+			s.retireLater(k, *n)
+			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+		}
+		s.forget(k, n.path)
+		return fmt.Errorf("%w: zkstore: release %q token 0", lease.ErrNotHeld, mutex)
 	}
 	q, err := s.list(ctx, s.dirOf(mutex))
 	if err != nil {

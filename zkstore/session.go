@@ -147,7 +147,6 @@ type tap struct {
 	changed chan struct{} // closed when sid changes
 	ready   chan struct{} // closed at the first session
 	closed  bool
-	blind   int // connections that could not be followed
 
 	creates map[string]int64 // path → zxid of recent creates
 	order   []string         // keys of creates, oldest first
@@ -231,12 +230,6 @@ func (t *tap) heartbeat(sid int64, sent time.Time) {
 	if sid == t.sid && sid != 0 && sent.After(t.anchor) {
 		t.anchor = sent
 	}
-}
-
-func (t *tap) sawBlind() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.blind++
 }
 
 // created records the zxid of a create's reply: the new node's czxid.

@@ -141,7 +141,7 @@ func (s *Store) inDoubt(k nodeKey) bool {
 	return ks != nil && ks.doubt
 }
 
-// subscribe counts a Watch subscription of k and returns what ends it.
+// subscribe counts a Watch subscription of k.
 func (s *Store) subscribe(k nodeKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,8 +157,8 @@ func (s *Store) unsubscribe(k nodeKey) {
 	}
 }
 
-// snapshot returns a copy of k's node (nil: none, or being deleted), the
-// channel closed at its next change, and whether subscriptions exist.
+// snapshot returns a copy of k's node (nil: none, or being deleted) and
+// the channel closed at its next change.
 func (s *Store) snapshot(k nodeKey) (*node, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -131,10 +131,7 @@ func (c *tapConn) outgoing(b []byte) []byte {
 	return out
 }
 
-func (c *tapConn) setBlind() {
-	c.blind.Store(true)
-	c.t.sawBlind()
-}
+func (c *tapConn) setBlind() { c.blind.Store(true) }
 
 // frameLen returns the length of the frame at the start of b, its
 // 4-byte length prefix included, or -1 when b holds no length.
