@@ -15,18 +15,22 @@
 // *zk.Conn (github.com/go-zookeeper/zk) and reads the client protocol off
 // the wire: the session timeout the server granted (it clamps the one
 // asked for into its minSessionTimeout and maxSessionTimeout, and
-// go-zookeeper does not tell which), and when the server last answered a
-// heartbeat. The server expires a session no sooner than the timeout
-// after it last heard from the client, so the session surely lives until
-// the send time of the last answered heartbeat plus the timeout.
+// go-zookeeper does not tell which), and which heartbeats were answered.
 //
 // go-zookeeper pings every third of the timeout. On a Session's conn each
 // ping goes out as a sync of "/" under the ping's xid (go-zookeeper
 // ignores both replies alike): a follower answers a ping by itself, even
 // cut off from its leader, which is the one that expires sessions, but a
-// sync only after hearing from the leader. [Session.Timeout] and
-// [Store.MaxGrant] report the granted timeout; [Session.Conn] serves the
-// application's own requests.
+// sync only after hearing from the leader. The leader expires a session
+// no sooner than the timeout after it last heard of the client, and it
+// hears of a heartbeat through the follower's next report to it (every
+// half tick), not from the forwarded sync; the answer to a sync proves
+// that the reports sent before it arrived, among them the one of the
+// heartbeat before (a third of the timeout, more than half a tick,
+// earlier). So the session surely lives until the send time of the
+// heartbeat before the last one answered, or of the connect request,
+// plus the timeout. [Session.Timeout] and [Store.MaxGrant] report the
+// granted timeout; [Session.Conn] serves the application's own requests.
 //
 // # Nodes
 //
@@ -65,8 +69,8 @@
 //
 // Renew is thus a promise the Store keeps by itself, and sends no request
 // (see [Store.Renew]). The holder is told the smaller bound: a Record's
-// Transition is min(ttl + transition, what surely remains of the session
-// after the last answered heartbeat), so its deadline (see package lease)
+// Transition is min(ttl + transition, what surely remains of the
+// session), so its deadline (see package lease)
 // passes before the watchdog or the server could free the mutex. After
 // the session expired the node is gone: Renew fails with
 // [lease.ErrNotHeld] and the Manager acquires anew, with a new node and a
@@ -107,13 +111,11 @@
 // one judged a grant's lapse by the mtime of its node, which holders no
 // longer write; their waiters would delete live grants of this one.
 //
-// In an ensemble, the leader hears of a client's heartbeats through the
-// client's server, with the server's next ping to the leader (every half
-// tick). Should that server lose its leader right after answering a
-// heartbeat, the leader may expire the session up to one heartbeat
-// interval (a third of the session timeout) sooner than the client counts.
-// [Store.LeaseOptions] sets a safety margin (3/8 of the timeout) that
-// covers it; with a smaller margin only fencing covers that fault.
+// The session's bound assumes a timeout of at least two ticks (the
+// server's default minimum) and a leader that does not stall between two
+// heartbeats: a leader paused long enough by its own GC may expire
+// sessions on waking before it reads what its followers told it, for
+// every client alike. Then only fencing covers that fault.
 //
 // The grant of a Store whose watchdog cannot delete a node (its
 // credentials may create but not delete) lasts until its session ends.

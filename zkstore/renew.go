@@ -19,8 +19,7 @@ import (
 //     so a hung holder loses the mutex as a lapsed grant would. The
 //     holder's deadline, computed from the same calls, passes before.
 //   - The record's Transition is the smaller of ttl + transition and the
-//     time the session surely lives: the server expires it no sooner than
-//     the session timeout after the last heartbeat it answered. A holder
+//     time the session surely lives (see [Session]). A holder
 //     cut off from ZooKeeper is thus told of its loss before its session,
 //     and with it its node, can expire.
 //
@@ -28,8 +27,8 @@ import (
 // live node with that token: released, deleted by the watchdog, ended
 // with its session, or never made by this Store. A renewal that comes
 // after ttl + transition never revives the grant, even when the node is
-// still there. It fails with [ErrNoSession] (outcome unknown) when no
-// heartbeat was answered for a whole session timeout.
+// still there. It fails with [ErrNoSession] (outcome unknown) when the
+// session may have expired: no heartbeat was answered for too long.
 func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
 	if err := checkCall(mutex, contender, ttl, transition); err != nil {
 		return lease.Record{}, err

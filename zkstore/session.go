@@ -22,13 +22,16 @@ var ErrNoSession = errors.New("zkstore: no live ZooKeeper session")
 
 // Session is a ZooKeeper session opened by [Connect]: a *zk.Conn whose
 // traffic this package reads, so that it knows for certain the session
-// timeout the server granted and when the server last answered.
+// timeout the server granted and until when the session surely lives.
 //
 // go-zookeeper keeps a session alive with pings every third of the
 // timeout. On a Session's conn each ping is sent as a sync of "/" under
 // the ping's xid: a server answers it only after hearing from the leader
 // that expires sessions, while a follower cut off from its leader still
-// answers pings. go-zookeeper ignores both replies alike.
+// answers pings. go-zookeeper ignores both replies alike. The session
+// surely lives for the timeout after the heartbeat before the last one
+// answered: the leader learns of a heartbeat through the follower's next
+// report, which the answer to the following one proves it received.
 //
 // The caller owns the Session and closes it, after the Managers using it.
 type Session struct {
@@ -143,7 +146,7 @@ type tap struct {
 	mu      sync.Mutex
 	sid     int64         // current session, 0 when none
 	timeout time.Duration // granted for sid (the smallest of its connect responses)
-	anchor  time.Time     // send time of the latest request of sid the server answered
+	anchor  time.Time     // the session was live at the leader after this instant
 	changed chan struct{} // closed when sid changes
 	ready   chan struct{} // closed at the first session
 	closed  bool
@@ -168,7 +171,7 @@ type sessionState struct {
 	changed <-chan struct{} // closed when the session changes
 }
 
-// left returns how long the session surely lives after now: the server
+// left returns how long the session surely lives after now: the leader
 // expires it no sooner than the timeout after it last heard from the
 // client, which is after the anchor request was sent.
 func (st sessionState) left(now time.Time) time.Duration {
@@ -222,8 +225,14 @@ func (t *tap) connected(sid int64, timeout time.Duration, sent time.Time) {
 	}
 }
 
-// heartbeat records that the server answered a heartbeat of sid sent at
-// sent.
+// heartbeat records that sid was live at the leader after sent: the send
+// time of the heartbeat before the one just answered (or of the connect
+// request). The leader expires sessions, and hears of a client's
+// heartbeats through its follower's next ping reply (every half tick),
+// not from the forwarded sync, whose answer proves only that the
+// follower's earlier replies reached it: so the leader knew of the
+// previous heartbeat, a third of the session timeout earlier (more than
+// half a tick), before it answered this one.
 func (t *tap) heartbeat(sid int64, sent time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

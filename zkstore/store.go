@@ -142,17 +142,14 @@ func (s *Store) MaxGrant() time.Duration { return s.sess.Timeout() }
 
 // LeaseOptions returns the Manager timings that fit the session timeout
 // the server granted: ttl + transition = [Store.MaxGrant], split 5:3 as
-// the lease defaults are (10 s and 6 s), and a safety margin of 3/8 of the
-// session timeout (twice the default). A holder that hangs and one that
-// is cut off or dead are then taken over after about the same time, and
-// the margin covers what an ensemble's leader may not have heard yet of
-// the last heartbeat (see the package documentation).
+// the lease defaults are (10 s and 6 s). A holder that hangs and one that
+// is cut off or dead are then taken over after about the same time.
 //
 //	m, err := lease.NewManager(store, store.LeaseOptions()...)
 func (s *Store) LeaseOptions() []lease.Option {
 	session := s.MaxGrant()
 	ttl := session * 5 / 8
-	return []lease.Option{lease.WithTTL(ttl), lease.WithTransition(session - ttl), lease.WithSafetyMargin(session - ttl)}
+	return []lease.Option{lease.WithTTL(ttl), lease.WithTransition(session - ttl)}
 }
 
 // Root returns the znode under which the Store keeps its mutexes.

@@ -9,14 +9,14 @@ import (
 	"github.com/simba-go/simba/tck"
 )
 
-// Timings. The TCK's clients have a 2 s session, a little longer than
+// Timings. The TCK's clients have a 2.5 s session, a little longer than
 // ttl + transition (1.5 s): a holder cut off from ZooKeeper loses its node
 // when its session expires, so that takeover stays within the suite's
 // bound (2 ttl + transition + 1 s). Other tests use an 8 s session, which
 // no partition or restart of theirs outlasts unless they mean it to.
 const (
 	tckSession       = 8 * time.Second
-	tckClientSession = 2 * time.Second
+	tckClientSession = 2500 * time.Millisecond
 	tckTTL           = time.Second
 	tckTransition    = 500 * time.Millisecond
 )

@@ -49,6 +49,7 @@ type tapConn struct {
 
 	pmu     sync.Mutex
 	sent    time.Time      // when the connect request was written
+	beat    time.Time      // send time of the latest answered heartbeat (or the connect request)
 	sid     int64          // this connection's session, from its connect response
 	pings   []time.Time    // heartbeats awaiting their reply, oldest first
 	creates map[int32]bool // creates awaiting their reply, by xid
@@ -168,6 +169,7 @@ func (c *tapConn) frame(index int, head []byte, size int) int {
 		if len(head) >= 16 && !c.blind.Load() {
 			c.sid = int64(binary.BigEndian.Uint64(head[8:]))
 			timeout := time.Duration(int32(binary.BigEndian.Uint32(head[4:]))) * time.Millisecond
+			c.beat = c.sent
 			c.t.connected(c.sid, timeout, c.sent)
 		}
 		return 0
@@ -184,7 +186,10 @@ func (c *tapConn) frame(index int, head []byte, size int) int {
 			sent := c.pings[0]
 			c.pings = c.pings[1:]
 			if !failed && !c.blind.Load() {
-				c.t.heartbeat(c.sid, sent)
+				// The leader surely knows of the heartbeat before this one:
+				// see tap.heartbeat.
+				c.t.heartbeat(c.sid, c.beat)
+				c.beat = sent
 			}
 		}
 	case c.creates[xid]:

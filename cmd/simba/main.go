@@ -25,8 +25,8 @@
 // run and elect take --ttl (default 10s) and --transition (default 6s); on
 // ZooKeeper their sum is the session timeout asked for (default 10s, split
 // 5:3). The server may grant a shorter one: without flags it sets the
-// timings (and a safety margin of 3/8 of it); with flags whose safety
-// margin no grant outlives, simba exits with 64.
+// timings; with flags whose safety margin no grant outlives, simba exits
+// with 64.
 //
 // # simba run
 //

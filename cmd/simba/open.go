@@ -34,8 +34,7 @@ const zkDefaultSession = 10 * time.Second
 // timing is the lease timing asked for on the command line.
 type timing struct {
 	ttl, transition time.Duration
-	set             bool          // given by flags (else ZooKeeper derives it from its session)
-	margin          time.Duration // the safety margin, if not the lease default
+	set             bool // given by flags (else ZooKeeper derives it from its session)
 }
 
 // backend is an open store.
@@ -59,9 +58,6 @@ func (b *backend) Close() {
 // safety is the margin before the store could grant a lost lease to someone
 // else: the lease package's default, set explicitly so that simba knows it.
 func (t timing) safety() time.Duration {
-	if t.margin > 0 {
-		return t.margin
-	}
 	return max(t.transition/2, t.ttl/10)
 }
 
@@ -224,12 +220,9 @@ func (b *backend) openZK(ctx context.Context) error {
 		return fmt.Errorf("%s: %v", b.display, err)
 	}
 	b.store = store
-	if !b.timing.set { // as store.LeaseOptions
-		granted := store.MaxGrant()
-		b.timing.ttl = granted * 5 / 8
-		b.timing.transition = granted - b.timing.ttl
-		b.timing.margin = b.timing.transition
-		b.opts = []lease.Option{lease.WithTTL(b.timing.ttl), lease.WithTransition(b.timing.transition)}
+	if !b.timing.set {
+		b.opts = store.LeaseOptions()
+		b.timing.ttl, b.timing.transition = store.MaxGrant()*5/8, store.MaxGrant()-store.MaxGrant()*5/8
 		return nil
 	}
 	// A lease lives at most the session timeout the server granted: with
