@@ -24,7 +24,8 @@ const rounds = 5
 // Requests: 2 for a free mutex (create, list), none when the node was
 // already seen first in line (a waiter whose turn came, a retried
 // Acquire), 1 for the next in line polling (list), none for a waiter
-// further back whose Watch subscription keeps an eye on the node ahead.
+// further back whose Watch subscription keeps an eye on the node ahead:
+// its record names the owner as its last look at the queue saw it.
 func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	if err := checkCall(mutex, contender, ttl, transition); err != nil {
 		return lease.Record{}, err
