@@ -39,23 +39,25 @@ func zkTargets(s Servers) []Target {
 	servers := strings.Split(s.ZooKeeper, ",")
 	ops := zkOps(servers)
 	simba := Target{Lib: "simba", Backend: "ZooKeeper",
-		Settings: fmt.Sprintf("session timeout %v; store.LeaseOptions (ttl + transition = session timeout, 5:3), renewed every ttl/3 (one multi per Manager); watch on the predecessor", session),
+		Settings: fmt.Sprintf("session timeout %v; store.LeaseOptions (ttl + transition = session timeout, 5:3); leases live with the session (renewals send nothing); watch on the predecessor", session),
 		Open: func(ctx context.Context) (Client, error) {
-			conn, err := zkConnect(ctx, servers, session)
+			ctx, cancel := context.WithTimeout(ctx, zkConnectWait)
+			defer cancel()
+			sess, err := zkstore.Connect(ctx, servers, session, zkstore.WithConnOptions(zk.WithLogInfo(false), zk.WithLogger(quietZK{})))
 			if err != nil {
 				return nil, fmt.Errorf("simba/zookeeper: %w", err)
 			}
-			store, err := zkstore.New(conn, session)
+			store, err := zkstore.New(sess)
 			if err != nil {
-				conn.Close()
+				sess.Close()
 				return nil, fmt.Errorf("simba/zookeeper: store: %w", err)
 			}
 			m, err := lease.NewManager(store, append(store.LeaseOptions(), lease.WithContenderID(contenderID()))...)
 			if err != nil {
-				conn.Close()
+				sess.Close()
 				return nil, fmt.Errorf("simba/zookeeper: manager: %w", err)
 			}
-			return prefixed{&simbaClient{m: m, closers: []func() error{func() error { conn.Close(); return nil }}},
+			return prefixed{&simbaClient{m: m, closers: []func() error{func() error { sess.Close(); return nil }}},
 				s.KeyPrefix, nameMax}, nil
 		},
 		Ops: ops, Takeover: session}

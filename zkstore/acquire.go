@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -16,41 +15,57 @@ import (
 // rounds bounds the attempts of one call while the queue changes under it.
 const rounds = 5
 
-// Acquire implements [lease.Store]. It finds or creates contender's node
-// under the mutex's znode, then either claims the mutex (its node is the
-// lowest) or stays queued, reports the owner, and deletes the owner's node
-// when its grant has lapsed on the server's clock.
+// Acquire implements [lease.Store]. The contender's node is created (or
+// found) in the mutex's queue; when it is first in line it owns the
+// mutex, and the grant lasts while the session lives and the holder's
+// Manager keeps calling (see the package documentation). Otherwise the
+// record names the owner, and the node ahead is watched.
+//
+// Requests: 2 for a free mutex (create, list), none when the node was
+// already seen first in line (a waiter whose turn came, a retried
+// Acquire), 1 for the next in line polling (list), none for a waiter
+// further back whose Watch subscription keeps an eye on the node ahead:
+// its record names the owner as its last look at the queue saw it.
 func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	if err := checkCall(mutex, contender, ttl, transition); err != nil {
 		return lease.Record{}, err
 	}
 	k := nodeKey{mutex, contender}
-	dir := s.dirOf(mutex)
 	g := grant{contender: contender, ttl: ttl, transition: transition}
-	synced := false
+	start := time.Now() // no grant of this call can end before start + its Transition
 	for range rounds {
-		own, q, err := s.enqueue(ctx, dir, k, g)
-		if err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
-		}
-		if own == nil {
-			continue
-		}
-		low, _ := q.lowest()
-		var rec lease.Record
-		var done bool
+		n, st := s.current(k)
 		switch {
-		case low.name == path.Base(own.path):
-			// Safe on any listing: ours shows every node created before
-			// our own, and none can come below it.
-			rec, done, err = s.claim(ctx, k, own, g)
-		case !synced:
-			// The nodes ahead may be gone already on the leader: losing
-			// must not rest on a lagging server's view.
-			synced, err = true, s.sync(ctx, dir)
-		default:
-			rec, done, err = s.queued(ctx, q, low, k, own, g)
+		case n != nil && n.held && !start.Before(n.due):
+			// The grant lapsed before this call came: its holder was told.
+			// It never comes back under the same token.
+			if err := s.drop(ctx, k, n); err != nil {
+				return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
+			}
+			continue
+		case n != nil && n.lowest:
+			if there, err := s.recheck(ctx, k, n); err != nil || !there {
+				if err != nil {
+					return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
+				}
+				continue // deleted behind our back: queue anew
+			}
+			rec, ok, err := s.grant(k, n, g, start, st)
+			if err != nil {
+				return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
+			}
+			if ok {
+				return rec, nil
+			}
+			continue
+		case n != nil && n.pred != n.owner.name && s.watched(k, n.path):
+			// Further back in the queue, with the node ahead watched:
+			// nothing that matters changed since the last look.
+			if rec, ok := s.wait(k, n, g, start); ok {
+				return rec, nil
+			}
 		}
+		rec, done, err := s.look(ctx, k, g, start)
 		if err != nil {
 			return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
 		}
@@ -61,53 +76,176 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 	return lease.Record{}, fmt.Errorf("zkstore: acquire %q: the queue changed %d times during the call", mutex, rounds)
 }
 
-// enqueue returns contender's node (nil: try again) and a listing of the
-// queue made after the node existed.
-func (s *Store) enqueue(ctx context.Context, dir string, k nodeKey, g grant) (*ownNode, queue, error) {
-	own := s.cached(k)
-	if own == nil && !s.inDoubt(k) {
-		// No node of ours: create one, then see where it stands.
-		n, err := s.create(ctx, dir, k, g)
-		if err != nil {
-			return nil, queue{}, err
+// grant gives k's node, first in line, to its contender (again): for
+// ttl + transition from start, but no longer than the session surely
+// lives. ok is false when the node was deleted meanwhile.
+func (s *Store) grant(k nodeKey, n *node, g grant, start time.Time, st sessionState) (lease.Record, bool, error) {
+	left := st.left(start)
+	if left <= 0 {
+		return lease.Record{}, false, noSession(st)
+	}
+	end := start.Add(g.ttl + g.transition)
+	ok := s.update(k, n.path, func(x *node) {
+		if !x.held || x.due.Before(end) {
+			x.due = end
 		}
-		return s.listed(ctx, dir, k, n)
+		x.held, x.lowest = true, true
+	})
+	if !ok {
+		return lease.Record{}, false, nil
+	}
+	s.watchdogAt(end)
+	tr := min(g.ttl+g.transition, left)
+	return lease.Record{Owner: k.contender, Token: uint64(n.czxid), TTL: min(g.ttl, tr), Transition: tr}, true, nil
+}
+
+// noSession describes a session that may have expired.
+func noSession(st sessionState) error {
+	if st.sid == 0 {
+		return ErrNoSession
+	}
+	return fmt.Errorf("%w: no heartbeat answered for %v (session timeout %v)",
+		ErrNoSession, time.Since(st.anchor).Round(time.Millisecond), st.timeout)
+}
+
+// wait answers a waiter from its last look at the queue, and keeps its
+// node from the watchdog.
+func (s *Store) wait(k nodeKey, n *node, g grant, start time.Time) (lease.Record, bool) {
+	rec := waiting(n.owner, g)
+	ok := s.update(k, n.path, func(x *node) { x.due = start.Add(rec.Transition + g.ttl + g.transition + waitGrace) })
+	return rec, ok
+}
+
+// waiting is the record of a waiter: the owner, and its whole ttl and
+// transition, the longest it keeps the mutex without a call of its
+// Manager (holders renew without a write, so the time left is theirs).
+func waiting(o owner, g grant) lease.Record {
+	og := o.g
+	if og.ttl == 0 {
+		og = g // unreadable: a node with the caller's timings
+	}
+	return lease.Record{Owner: o.contender, Token: uint64(o.czxid), TTL: og.ttl, Transition: og.ttl + og.transition}
+}
+
+// look reads the queue: it grants the mutex when k's node is first in
+// line, or else reads the owner and watches the node ahead. done is false
+// when the caller must look again.
+func (s *Store) look(ctx context.Context, k nodeKey, g grant, start time.Time) (lease.Record, bool, error) {
+	n, q, qw, err := s.enqueue(ctx, k, g, start)
+	if err != nil || n == nil {
+		return lease.Record{}, false, err
+	}
+	name := path.Base(n.path)
+	low, _ := q.lowest()
+	if low.name == name {
+		// Safe on any listing: it holds every node created before ours,
+		// and none can come before it later.
+		s.update(k, n.path, func(x *node) {
+			x.lowest = true
+			if qw != nil {
+				x.queueWatch, x.queueStale = qw, false
+			}
+		})
+		return s.grant(k, n, g, start, s.sess.tap.state())
+	}
+	pred, _ := q.predecessor(name)
+	ow, w := n.owner, (<-chan zk.Event)(nil)
+	armed := n.watch != nil && !n.fired && n.pred == pred.name
+	if pred.name == low.name && !(armed && ow.name == low.name) {
+		// Next in line: one request reads the owner and watches it.
+		if ow, w, err = s.readOwner(ctx, q.path(low), true); err != nil {
+			return lease.Record{}, false, ignoreGone(err)
+		}
+	} else if pred.name != low.name {
+		if ow.name != low.name {
+			if ow, _, err = s.readOwner(ctx, q.path(low), false); err != nil {
+				return lease.Record{}, false, ignoreGone(err)
+			}
+		}
+		if !armed {
+			if w, err = s.existsW(ctx, q.path(pred)); err != nil || w == nil {
+				return lease.Record{}, false, err // nil, nil: it just left
+			}
+		}
+	}
+	rec := waiting(ow, g)
+	ok := s.updateKick(k, n.path, w != nil || !n.looked, func(x *node) {
+		x.owner, x.looked = ow, true
+		if w != nil {
+			x.pred, x.watch, x.fired = pred.name, w, false
+		}
+		x.due = start.Add(rec.Transition + g.ttl + g.transition + waitGrace)
+	})
+	return rec, ok, nil
+}
+
+// updateKick is update, waking k's subscriptions when kick is set.
+func (s *Store) updateKick(k nodeKey, path string, kick bool, f func(n *node)) bool {
+	return s.update(k, path, func(n *node) {
+		f(n)
+		if kick {
+			s.keys[k].kickLocked()
+		}
+	})
+}
+
+// ignoreGone turns the errors of a node that vanished meanwhile into nil.
+func ignoreGone(err error) error {
+	if gone(err) {
+		return nil
+	}
+	return err
+}
+
+// enqueue returns k's node (nil: look again) and a listing of the queue
+// made after the node existed, with a watch on the queue when the listing
+// set one.
+func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time) (*node, queue, <-chan zk.Event, error) {
+	dir := s.dirOf(k.mutex)
+	n, _ := s.current(k)
+	if n == nil && !s.inDoubt(k) {
+		// No node of ours: create one, then see where it stands.
+		if n, err := s.create(ctx, dir, k, g, start); err != nil || n == nil {
+			return nil, queue{}, nil, err
+		}
+		return s.listed(ctx, dir, k)
 	}
 	q, err := s.list(ctx, dir)
 	if err != nil {
-		return nil, q, err
+		return nil, q, nil, err
 	}
-	if mine := q.mine(k.contender); own != nil && len(mine) == 1 && mine[0].name == path.Base(own.path) {
-		return own, q, nil // the common case: exactly our node
+	if mine := q.mine(k.contender); n != nil && len(mine) == 1 && mine[0].name == path.Base(n.path) {
+		return n, q, nil, nil // the common case: exactly our node
 	}
 	// A create whose reply was lost, a node this Store lost track of, or
 	// nodes of this contender id from another session: sort them out.
-	own, err = s.adopt(ctx, q, k)
-	if err != nil {
-		return nil, q, err
+	if n, err = s.adopt(ctx, q, k, start); err != nil {
+		return nil, q, nil, err
 	}
-	n := own
 	if n == nil {
-		if n, err = s.create(ctx, dir, k, g); err != nil {
-			return nil, q, err
+		if n, err = s.create(ctx, dir, k, g, start); err != nil || n == nil {
+			return nil, q, nil, err
 		}
 	}
-	return s.listed(ctx, dir, k, n)
+	return s.listed(ctx, dir, k)
 }
 
-// listed lists the queue after contender's node n was made or found; n
-// is nil when it is not in the listing (its session expired meanwhile).
-// A failed listing keeps n known: it exists.
-func (s *Store) listed(ctx context.Context, dir string, k nodeKey, n *ownNode) (*ownNode, queue, error) {
-	q, err := s.list(ctx, dir)
+// listed lists (and watches) the queue after k's node was made or found;
+// the node is nil when it is not in the listing (its session expired
+// meanwhile).
+func (s *Store) listed(ctx context.Context, dir string, k nodeKey) (*node, queue, <-chan zk.Event, error) {
+	q, w, err := s.listW(ctx, dir, true)
 	if err != nil {
-		return nil, q, err
+		return nil, q, nil, err
 	}
-	if !q.has(path.Base(n.path)) {
-		s.forget(k)
-		return nil, q, nil
+	n, _ := s.current(k)
+	if n == nil || !q.has(path.Base(n.path)) {
+		if n != nil {
+			s.forget(k, n.path)
+		}
+		return nil, q, nil, nil
 	}
-	return n, q, nil
+	return n, q, w, nil
 }
 
 // adopt keeps the lowest of contender's nodes that belongs to this
@@ -115,9 +253,9 @@ func (s *Store) listed(ctx context.Context, dir string, k nodeKey, n *ownNode) (
 // and nodes of other sessions, whose expiry this session's heartbeats do
 // not hold off (a restarted process under the same id leaves those). It
 // returns nil when there is no node to keep.
-func (s *Store) adopt(ctx context.Context, q queue, k nodeKey) (*ownNode, error) {
-	sid := s.conn.SessionID()
-	var own *ownNode
+func (s *Store) adopt(ctx context.Context, q queue, k nodeKey, start time.Time) (*node, error) {
+	sid := s.sess.tap.state().sid
+	var keep *node
 	for _, c := range q.mine(k.contender) {
 		p := q.path(c)
 		g, st, err := s.read(ctx, p)
@@ -127,47 +265,66 @@ func (s *Store) adopt(ctx context.Context, q queue, k nodeKey) (*ownNode, error)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			return nil, err
 		}
-		if own == nil && err == nil && st.EphemeralOwner == sid {
-			own = &ownNode{path: p, session: sid, czxid: st.Czxid, version: st.Version, mtime: st.Mtime, g: g}
+		if keep == nil && err == nil && st.EphemeralOwner == sid && sid != 0 {
+			keep = &node{path: p, session: sid, czxid: st.Czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
 			continue
 		}
-		if err := s.remove(ctx, q.dir, p, st.Version); err != nil && !gone(err) {
+		if err := s.remove(ctx, p, st.Version); err != nil && !gone(err) {
 			return nil, err
 		}
 	}
 	s.setDoubt(k, false)
-	if own == nil {
-		s.forget(k)
+	if keep == nil {
+		s.forget(k, "")
 		return nil, nil
 	}
-	s.remember(k, own)
-	return own, nil
+	if cur, _ := s.current(k); cur == nil || cur.path != keep.path {
+		s.adoptNode(k, keep)
+	}
+	return keep, nil
 }
 
-// create adds a node for contender to the queue of dir, making the dir
-// (a container node, removed by the server when empty) and the root as
-// needed. Until its reply arrives, a node may exist unknown to the Store:
-// the next Acquire looks for it before creating another (I7).
-func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant) (*ownNode, error) {
+// create adds a node for contender to the queue of dir, making the dir (a
+// container node, which the server removes when it is empty) and the root
+// as needed. Until its reply arrives, a node may exist unknown to the
+// Store: the next Acquire looks for it before creating another (I7). A
+// reply that comes after the caller gave up still records the node, which
+// the watchdog removes unless an Acquire comes for it.
+func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, start time.Time) (*node, error) {
 	s.setDoubt(k, true)
 	for range rounds {
-		var p string
-		err := s.do(ctx, func() (err error) {
-			p, err = s.conn.Create(dir+"/"+prefixOf(k.contender), g.encode(), zk.FlagEphemeral|zk.FlagSequence, s.acl)
-			return err
+		var n *node
+		err := s.do(ctx, func() error {
+			before := s.sess.tap.state().sid
+			p, err := s.sess.conn.Create(dir+"/"+prefixOf(k.contender), g.encode(), zk.FlagEphemeral|zk.FlagSequence, s.acl)
+			if err != nil {
+				return err
+			}
+			czxid, ok := s.sess.tap.takeCreate(p)
+			if !ok { // a connection the tap could not follow: ask
+				var st *zk.Stat
+				if _, st, err = s.sess.conn.Exists(p); err != nil || st == nil {
+					return err // the doubt stays; the next Acquire finds the node
+				}
+				czxid = st.Czxid
+			}
+			if sid := s.sess.tap.state().sid; sid == before && sid != 0 {
+				n = &node{path: p, session: sid, czxid: czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
+				s.adoptNode(k, n)
+			}
+			return nil
 		})
-		if errors.Is(err, zk.ErrNoNode) {
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			s.setDoubt(k, false) // refused: nothing was created
 			if err := s.makeDir(ctx, dir); err != nil {
 				return nil, err
 			}
 			continue
-		}
-		if err != nil {
+		case err != nil:
 			return nil, err
 		}
-		n := &ownNode{path: p, session: s.conn.SessionID(), g: g}
-		s.remember(k, n)
-		return n, nil
+		return n, nil // nil: the session changed meanwhile; look again
 	}
 	return nil, fmt.Errorf("the znode %s kept disappearing", dir)
 }
@@ -175,7 +332,7 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant) (*ow
 // makeDir creates the container node dir, and the root above it.
 func (s *Store) makeDir(ctx context.Context, dir string) error {
 	err := s.do(ctx, func() error {
-		_, err := s.conn.CreateContainer(dir, nil, zk.FlagContainer, s.acl)
+		_, err := s.sess.conn.CreateContainer(dir, nil, zk.FlagContainer, s.acl)
 		return err
 	})
 	if !errors.Is(err, zk.ErrNoNode) {
@@ -185,121 +342,15 @@ func (s *Store) makeDir(ctx context.Context, dir string) error {
 		return err
 	}
 	p := ""
-	for _, part := range strings.Split(s.root[1:], "/") {
+	for _, part := range splitRoot(s.root) {
 		p += "/" + part
 		err := s.do(ctx, func() error {
-			_, err := s.conn.Create(p, nil, zk.FlagPersistent, s.acl)
+			_, err := s.sess.conn.Create(p, nil, zk.FlagPersistent, s.acl)
 			return err
 		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}
-	}
-	return nil
-}
-
-// claim takes the mutex for contender, whose node is the lowest, or
-// extends its live grant. The write is conditional on the node's version,
-// so a concurrent expiry by a waiter makes it fail instead of reviving
-// the node; done is false when the caller must look again.
-func (s *Store) claim(ctx context.Context, k nodeKey, own *ownNode, g grant) (lease.Record, bool, error) {
-	g.claimed = true
-	st, err := s.write(ctx, own.path, g, own.version)
-	if err != nil {
-		return lease.Record{}, false, s.lost(ctx, k, own, err)
-	}
-	if own.g.claimed && st.Mtime-own.mtime >= ms(own.g.ttl+own.g.transition) {
-		// Our earlier grant lapsed before this call came: it must not come
-		// back under the same token. Drop the node; the next round queues
-		// a new one, with a larger czxid.
-		if err := s.remove(ctx, path.Dir(own.path), own.path, st.Version); err != nil && !gone(err) {
-			return lease.Record{}, false, err
-		}
-		s.forget(k)
-		return lease.Record{}, false, nil
-	}
-	s.remember(k, &ownNode{path: own.path, session: own.session, czxid: st.Czxid, version: st.Version, mtime: st.Mtime, g: g})
-	return s.held(k.contender, st.Czxid, g.ttl, g.transition), true, nil
-}
-
-// queued refreshes contender's waiting node (which also reads the
-// server's clock), reads the owner, and deletes the owner's node when its
-// grant has lapsed. done is false when the caller must look again.
-func (s *Store) queued(ctx context.Context, q queue, low child, k nodeKey, own *ownNode, g grant) (lease.Record, bool, error) {
-	if low.contender == k.contender {
-		return lease.Record{}, false, nil // ours, of another session: enqueue removes it
-	}
-	st, err := s.write(ctx, own.path, g, own.version)
-	if err != nil {
-		return lease.Record{}, false, s.lost(ctx, k, own, err)
-	}
-	s.remember(k, &ownNode{path: own.path, session: own.session, czxid: st.Czxid, version: st.Version, mtime: st.Mtime, g: g})
-	now := st.Mtime
-	og, ost, err := s.read(ctx, q.path(low))
-	switch {
-	case gone(err):
-		return lease.Record{}, false, nil
-	case errors.Is(err, ErrCorrupt):
-		og = grant{ttl: g.ttl, transition: g.transition} // not ours to trust: a waiter with our timings
-	case err != nil:
-		return lease.Record{}, false, err
-	}
-	end := ost.Mtime + ms(og.ttl+og.transition)
-	if !og.claimed {
-		// Next in line but not yet claimed: its window runs from when it
-		// became the lowest (the last removal stamped the dir) or its own
-		// last poll, whichever is later.
-		end = max(ost.Mtime, q.dirMtime) + ms(og.ttl+og.transition)
-	}
-	if now >= end {
-		if err := s.remove(ctx, q.dir, q.path(low), ost.Version); err != nil && !gone(err) {
-			return lease.Record{}, false, err
-		}
-		return lease.Record{}, false, nil
-	}
-	left := time.Duration(end-now) * time.Millisecond
-	if !og.claimed {
-		return lease.Record{Transition: left}, true, nil // held back for the next in line
-	}
-	return lease.Record{Owner: og.contender, Token: uint64(ost.Czxid), TTL: max(0, left-og.transition), Transition: left}, true, nil
-}
-
-// lost handles a failed write to contender's own node: gone means look
-// again (after re-reading the node when only its version moved on, as
-// after a write whose reply was lost); other errors are returned.
-func (s *Store) lost(ctx context.Context, k nodeKey, own *ownNode, err error) error {
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		s.forget(k)
-		return nil
-	case errors.Is(err, zk.ErrBadVersion):
-		g, st, err := s.read(ctx, own.path)
-		if gone(err) || errors.Is(err, ErrCorrupt) {
-			s.forget(k)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		s.remember(k, &ownNode{path: own.path, session: own.session, czxid: st.Czxid, version: st.Version, mtime: st.Mtime, g: g})
-		return nil
-	}
-	return err
-}
-
-// ms converts d to milliseconds, the unit of ZooKeeper's clock.
-func ms(d time.Duration) int64 { return d.Milliseconds() }
-
-// checkCall validates the arguments every call shares.
-func checkCall(mutex, contender string, ttl, transition time.Duration) error {
-	if err := lease.ValidateName(mutex); err != nil {
-		return err
-	}
-	if contender == "" || len(contender) > lease.MaxContenderIDLength {
-		return fmt.Errorf("%w: zkstore: contender id of %d bytes", lease.ErrInvalidArgument, len(contender))
-	}
-	if ttl < time.Millisecond || transition < 0 {
-		return fmt.Errorf("%w: zkstore: ttl %v, transition %v", lease.ErrInvalidArgument, ttl, transition)
 	}
 	return nil
 }

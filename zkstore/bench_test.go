@@ -9,6 +9,7 @@ import (
 
 	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/zkstore"
 )
 
 // BenchmarkStore counts the requests (round trips) of each Store call:
@@ -19,8 +20,8 @@ import (
 //	go test -bench Store -run '^$' ./zkstore/
 func BenchmarkStore(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
-	s := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
-	other := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
+	s := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
+	other := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
 	ctx := b.Context()
 	const ttl, transition = 10 * time.Second, 6 * time.Second
 	var acquires, renews, releases, cold, waits, turns int64
@@ -86,7 +87,7 @@ func BenchmarkHandoff(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
 	ms := [2]*lease.Manager{}
 	for i := range ms {
-		s := newStore(b, connect(b, srv.Servers(), tckSession), tckSession, srv.Root())
+		s := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
 		m, err := lease.NewManager(s, s.LeaseOptions()...)
 		if err != nil {
 			b.Fatal(err)
@@ -125,4 +126,121 @@ func BenchmarkHandoff(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50/handoff")
 	b.ReportMetric(float64(took[len(took)*9/10].Microseconds())/1000, "ms-p90/handoff")
+}
+
+// BenchmarkCycle measures an uncontended Acquire and Release through a
+// Manager, as an application makes them, and through the Store alone.
+//
+//	go test -bench Cycle -run '^$' ./zkstore/
+func BenchmarkCycle(b *testing.B) {
+	srv := testserver.ZooKeeper(b)
+	s := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
+	ctx := b.Context()
+	b.Run("Manager", func(b *testing.B) {
+		m, err := lease.NewManager(s, s.LeaseOptions()...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close(ctx)
+		before := s.Trips()
+		for b.Loop() {
+			l, err := m.Acquire(ctx, "bench/cycle")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(s.Trips()-before)/float64(b.N), "trips/cycle")
+	})
+	b.Run("Store", func(b *testing.B) {
+		for b.Loop() {
+			rec, err := s.Acquire(ctx, "bench/cycle-raw", "a", 10*time.Second, 6*time.Second)
+			if err != nil || !rec.Held("a") {
+				b.Fatal(rec, err)
+			}
+			if err := s.Release(ctx, "bench/cycle-raw", "a", rec.Token); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkRotation has K Managers, each in a session of its own, take a
+// mutex in turn as bench/ scenario (c) does: each locks, unlocks once the
+// others wait, and locks again. It reports the gap from an Unlock to the
+// next grant and the requests per hand-off (all stores together).
+//
+//	go test -bench Rotation -run '^$' ./zkstore/
+func BenchmarkRotation(b *testing.B) {
+	for _, k := range []int{2, 8} {
+		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) { rotation(b, k) })
+	}
+}
+
+func rotation(b *testing.B, k int) {
+	srv := testserver.ZooKeeper(b)
+	ctx := b.Context()
+	name := fmt.Sprintf("bench/rotation/%d", k)
+	var stores []*zkstore.Store
+	var ms []*lease.Manager
+	for range k {
+		s := newStore(b, connect(b, srv.Servers(), tckSession), srv.Root())
+		m, err := lease.NewManager(s, s.LeaseOptions()...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = m.Close(context.Background()) })
+		stores, ms = append(stores, s), append(ms, m)
+	}
+	trips := func() (n int64) {
+		for _, s := range stores {
+			n += s.Trips()
+		}
+		return n
+	}
+	type grant struct {
+		l  *lease.Lease
+		at time.Time
+	}
+	grants := make(chan grant, k)
+	waiting := make(chan int, k)
+	for i := range k {
+		go func() {
+			for ctx.Err() == nil {
+				waiting <- i
+				l, err := ms[i].Acquire(ctx, name)
+				if err != nil {
+					return
+				}
+				grants <- grant{l, time.Now()}
+				<-l.Done() // released by the loop below
+			}
+		}()
+	}
+	var gaps []time.Duration
+	in := 0
+	g := <-grants
+	before := trips()
+	b.ResetTimer()
+	for range b.N {
+		for in < k { // everyone is in Acquire, the holder again
+			<-waiting
+			in++
+		}
+		time.Sleep(time.Millisecond)
+		in--
+		released := time.Now()
+		if err := g.l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		g = <-grants
+		gaps = append(gaps, g.at.Sub(released))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(trips()-before)/float64(b.N), "trips/handoff")
+	slices.Sort(gaps)
+	b.ReportMetric(float64(gaps[len(gaps)/2].Microseconds())/1000, "ms-p50/gap")
+	_ = g.l.Release(ctx)
 }

@@ -1,13 +1,36 @@
 // Package zkstore is a [lease.Store] on Apache ZooKeeper (3.5 or later),
-// over a *zk.Conn (github.com/go-zookeeper/zk) that the caller owns. It
-// is also a [lease.Watcher] (ZooKeeper watches) and a
-// [lease.BatchRenewer] (one multi request renews all of a Manager's
-// grants).
+// over a [Session] opened by [Connect]. It is also a [lease.Watcher]
+// (ZooKeeper watches) and a [lease.BatchRenewer] (renewals send nothing).
 //
-//	conn, _, err := zk.Connect(servers, 10*time.Second)
+//	sess, err := zkstore.Connect(ctx, servers, 10*time.Second)
 //	...
-//	store, err := zkstore.New(conn, 10*time.Second) // the session timeout
+//	defer sess.Close()
+//	store, err := zkstore.New(sess)
 //	m, err := lease.NewManager(store, store.LeaseOptions()...)
+//
+// # Sessions
+//
+// A grant lives with its holder's session, so the Store must know for
+// certain when that session may expire. Connect opens the session on a
+// *zk.Conn (github.com/go-zookeeper/zk) and reads the client protocol off
+// the wire: the session timeout the server granted (it clamps the one
+// asked for into its minSessionTimeout and maxSessionTimeout, and
+// go-zookeeper does not tell which), and which heartbeats were answered.
+//
+// go-zookeeper pings every third of the timeout. On a Session's conn each
+// ping goes out as a sync of "/" under the ping's xid (go-zookeeper
+// ignores both replies alike): a follower answers a ping by itself, even
+// cut off from its leader, which is the one that expires sessions, but a
+// sync only after hearing from the leader. The leader expires a session
+// no sooner than the timeout after it last heard of the client, and it
+// hears of a heartbeat through the follower's next report to it (every
+// half tick), not from the forwarded sync; the answer to a sync proves
+// that the reports sent before it arrived, among them the one of the
+// heartbeat before (a third of the timeout, more than half a tick,
+// earlier). So the session surely lives until the send time of the
+// heartbeat before the last one answered, or of the connect request,
+// plus the timeout. [Session.Timeout] and [Store.MaxGrant] report the
+// granted timeout; [Session.Conn] serves the application's own requests.
 //
 // # Nodes
 //
@@ -15,79 +38,93 @@
 // name escaped into one znode name ("orders/42" becomes "orders%2F42").
 // Each contender that wants the mutex has one ephemeral sequential node
 // in it, named after its escaped contender id ("<id>-0000000007"), whose
-// data holds the contender id, its ttl and transition, and whether it has
-// claimed the mutex. The lowest sequence is next in line or owns: FIFO.
-// A waiter's watch is on the node just ahead of its own, so a release
-// wakes one waiter, not the herd. Anyone can read who owns: Get, and the
-// Record of a losing Acquire, name the owner.
+// data holds the contender id, its ttl and transition. The first node in
+// sequence order owns the mutex; the others wait in line (FIFO), and an
+// Acquire that finds its node first takes the mutex without a write. A
+// waiter watches the node just ahead of its own, so a release wakes one
+// waiter, not the herd. Anyone can read who owns: Get, and the Record of
+// a losing Acquire, name the owner.
 //
-// The fencing token is the owner node's czxid, the zxid of its creation:
-// grants go to nodes in creation order, and zxids only grow, across
-// leader changes and restarts.
+// The fencing token is the owner node's czxid, the zxid of its creation
+// (read off the create's reply): grants go to nodes in creation order,
+// and zxids only grow, across leader changes, restarts and the reaping of
+// an empty container znode, after which sequence numbers start over.
 //
 // Since a node's name carries its contender id, an Acquire retried after
 // a lost reply finds the node its first attempt created (one of its own
 // session) instead of leaving a second one; duplicates and nodes of the
 // same id left by another session are deleted.
 //
-// # Leases and sessions
+// # Leases
 //
-// A grant ends at the first of three events:
+// A grant is its holder's node, which no client but the holder's Store
+// deletes. It ends at the first of three events:
 //
-//   - Its holder's Release deletes the node.
+//   - The holder's Release deletes the node.
 //   - The holder's session expires: the server deletes its ephemeral
-//     nodes. That happens no sooner than the session timeout after the
-//     server last heard from the holder, which is after the holder sent
-//     its last confirmed call.
-//   - Its ttl + transition pass on the server's clock without a renewal:
-//     Renew rewrites the node, so its mtime is the server's time of the
-//     last renewal, and the next waiter's Acquire, which learns the
-//     server's time from its own write, deletes a lapsed owner's node
-//     (conditionally on its version, so a renewal in between wins). This
-//     frees mutexes of holders that hang while their process, and so
-//     their session, lives on.
+//     nodes (a holder that crashed, was stopped, or is cut off).
+//   - The holder's Manager stops calling: the Store's watchdog deletes the
+//     node once ttl + transition passed after the last Acquire or Renew
+//     of it (a holder that hangs while its process and session live on).
 //
-// The holder is told the smaller bound: a Record's Transition is
-// min(ttl + transition, session timeout), so its deadline (see package
-// lease) passes before either could free the mutex for someone else —
-// Disconnected starts no clock of its own, the clock already runs from
-// the last confirmed renewal. After Expired the node is gone: Renew fails
-// with [lease.ErrNotHeld] and the Manager acquires anew, with a new node
-// and a larger czxid. A node of an expired session is never reused.
+// Renew is thus a promise the Store keeps by itself, and sends no request
+// (see [Store.Renew]). The holder is told the smaller bound: a Record's
+// Transition is min(ttl + transition, what surely remains of the
+// session), so its deadline (see package lease)
+// passes before the watchdog or the server could free the mutex. After
+// the session expired the node is gone: Renew fails with
+// [lease.ErrNotHeld] and the Manager acquires anew, with a new node and a
+// larger czxid. A node of an expired session is never reused.
 //
 // Pick the Manager's ttl + transition equal to the session timeout
-// ([Store.LeaseOptions] does): then a hung holder and a dead one are
-// taken over after the same time. Longer timings are clamped to the
-// session timeout; safety = max(transition/2, ttl/10) must stay well
-// below it, or every grant is lost as it is made.
+// ([Store.LeaseOptions] does): then a hung holder and a dead or cut-off
+// one are taken over after about the same time. Longer timings are cut to
+// the session timeout ([Store.MaxGrant]), and the safety margin must stay
+// well below it, or every grant is lost as it is made; shorter ones take
+// a hung holder over sooner than session expiry.
 //
-// A lowest node that was not claimed yet (its waiter is on its way) has
-// ttl + transition from when it became the lowest; meanwhile the mutex is
-// reported held back for it (an empty Owner with a positive Transition).
+// A waiter's node is the watchdog's too. The Store waits for its Manager's
+// polls (at the owner's ttl + transition) and, once its turn has come, for
+// its Acquire within its own ttl + transition; a waiter that does not come
+// is withdrawn, and the next in line gets the mutex.
+//
+// Holders renew without writing, so nobody else can see how much is left
+// of a grant: the Record of a waiter, and Get, report the owner's whole
+// ttl and transition, the longest it keeps the mutex without a call.
 //
 // # Cost
 //
-// Requests per call (go test -bench . ./zkstore/): an uncontended
-// Acquire 3 (create, list, claim; 5 the first time, creating the mutex's
-// znode), Renew 1 (a conditional write; one multi for all renewals of a
-// Manager that are due together), Release 1 (a multi: delete and
-// stamp), the Acquire of a waiter whose turn came 2, a waiter's poll
-// while the mutex is held 5 (it syncs its server with the leader before
-// concluding it lost), Get 3 (sync, list, read). A release reaches the
-// next waiter in another process in about 2–3 ms on a local server.
+// Requests per call (go test -bench . ./zkstore/): an uncontended Acquire
+// 2 (create, list; 4 the first time, creating the mutex's znode), Renew
+// none (a listing after the queue changed, to notice a node deleted by
+// hand), Release 1 (delete), the Acquire of a waiter whose turn came none
+// (its subscription saw the turn come), a poll 1 (list) by the next in
+// line and none by waiters further back, Get 3 (sync, list, read). A
+// hand-off costs 2: the delete, and one listing by the next waiter, after
+// its turn when the node ahead of it owned the mutex (the watch's event
+// says enough), before it otherwise. Queueing costs 3 or 4 (create, list,
+// read and watch the owner and the node ahead). Holding and waiting cost
+// the server nothing beyond the session's heartbeats.
 //
 // # Caveats
 //
-// Lapse is judged on the wall clock of the ZooKeeper server that leads
-// when each write commits (a node's mtime): keep the ensemble's clocks in
-// sync (NTP), as the SQL stores need a sane database clock. A step of the
-// leader's clock, or a new leader whose clock differs, moves lapses by as
-// much; the holder's safety margin absorbs small differences. Session
-// expiry does not depend on wall clocks. Tokens never repeat as long as
-// ZooKeeper keeps its transaction log (forceSync=yes, the default): a
-// server that loses acknowledged transactions can reuse a zxid.
+// Run only one version of this package on a root: versions before this
+// one judged a grant's lapse by the mtime of its node, which holders no
+// longer write; their waiters would delete live grants of this one.
 //
-// go-zookeeper requests take no
-// context: a call whose context ends returns at once, and its request
-// finishes in the background when the conn answers or fails it.
+// The session's bound assumes a timeout of at least two ticks (the
+// server's default minimum) and a leader that does not stall between two
+// heartbeats: a leader paused long enough by its own GC may expire
+// sessions on waking before it reads what its followers told it, for
+// every client alike. Then only fencing covers that fault.
+//
+// The grant of a Store whose watchdog cannot delete a node (its
+// credentials may create but not delete) lasts until its session ends.
+// Tokens never repeat as long as ZooKeeper keeps its transaction log
+// (forceSync=yes, the default): a server that loses acknowledged
+// transactions can reuse a zxid.
+//
+// go-zookeeper requests take no context: a call whose context ends
+// returns at once, and its request finishes in the background when the
+// conn answers or fails it.
 package zkstore

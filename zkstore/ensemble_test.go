@@ -57,7 +57,7 @@ func TestEnsembleNodeKilled(t *testing.T) {
 		}
 	}
 	for range 3 {
-		s := newStore(t, connect(t, e.Servers(), tckSession), tckSession, e.Root())
+		s := newStore(t, connect(t, e.Servers(), tckSession), e.Root())
 		m := manager(t, s, lease.WithTTL(tckTTL), lease.WithTransition(tckTransition))
 		wg.Add(1)
 		go worker(m)
@@ -91,5 +91,44 @@ func TestEnsembleNodeKilled(t *testing.T) {
 	t.Logf("%d turns, %d after killing leader node %d", len(turns), after, leader)
 	if after == 0 {
 		t.Errorf("no turn after the leader node was killed")
+	}
+}
+
+// TestHeartbeatNeedsLeader: a holder connected to a follower that lost
+// its leader (and its quorum: the other two nodes are stopped) keeps no
+// lease alive. The follower still answers pings until it notices (a few
+// ticks), but the Session's heartbeats are syncs, which only the leader
+// answers: the holder's deadline stays where the last answered heartbeat
+// before the stop put it, though the Manager keeps renewing.
+func TestHeartbeatNeedsLeader(t *testing.T) {
+	t.Parallel()
+	e := testserver.ZooKeeperEnsemble(t)
+	leader := e.Leader()
+	if leader < 0 {
+		t.Fatal("no leader")
+	}
+	follower := (leader + 1) % 3
+	const session = 3 * time.Second
+	s := newStore(t, connect(t, []string{e.Node(follower).Addr()}, session), e.Root())
+	m := manager(t, s, s.LeaseOptions()...)
+	l, err := m.Acquire(t.Context(), "ensemble/heartbeat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(session) // renewals and heartbeats are under way
+	for i := range 3 {
+		if i != follower {
+			if err := e.Node(i).Pause(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = e.Node(i).Resume() })
+		}
+	}
+	paused := time.Now()
+	safety := max(session*3/8/2, session*5/8/10)
+	time.Sleep(2 * time.Second) // pings every second: the follower answers some
+	if latest := paused.Add(session - safety); l.Deadline().After(latest) {
+		t.Errorf("the lease's deadline moved to %v after the quorum stopped, past the %v a heartbeat sent before could give: an answer without the leader kept it alive",
+			l.Deadline().Sub(paused), latest.Sub(paused))
 	}
 }

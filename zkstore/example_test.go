@@ -11,23 +11,26 @@ import (
 	"github.com/simba-go/simba/zkstore"
 )
 
-// A Manager on the application's own ZooKeeper session. (Compiled, not
-// run by go test: it needs a ZooKeeper on 127.0.0.1:2181.)
+// A Manager on a ZooKeeper session of its own. (Compiled, not run by go
+// test: it needs a ZooKeeper on 127.0.0.1:2181.)
 func Example() {
 	ctx := context.Background()
-	const session = 10 * time.Second
-	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, session)
+	connecting, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sess, err := zkstore.Connect(connecting, []string{"127.0.0.1:2181"}, 10*time.Second,
+		zkstore.WithConnOptions(zk.WithLogInfo(false)))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer conn.Close() // the application's: the Store never closes it
+	defer sess.Close() // the application's: the Store never closes it
 
-	store, err := zkstore.New(conn, session, zkstore.WithRoot("/myapp/locks"))
+	store, err := zkstore.New(sess, zkstore.WithRoot("/myapp/locks"))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	// ttl + transition = the session timeout the server granted.
 	m, err := lease.NewManager(store, store.LeaseOptions()...)
 	if err != nil {
 		fmt.Println(err)

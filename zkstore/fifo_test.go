@@ -11,17 +11,17 @@ import (
 )
 
 // TestFIFONoHerd: waiters are granted in the order they queued, and a
-// release wakes only the next one: the waiters behind it send no request
-// at all while the mutex changes hands (the one right behind re-sets its
-// watch once, since the grant rewrote the node ahead of it).
+// release wakes only the next one: a hand-off costs two requests in all
+// (the release's delete, and the next waiter's listing that finds its
+// node first), and the waiters behind send none.
 func TestFIFONoHerd(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
 	ctx := t.Context()
 	const name = "fifo"
-	spy := connect(t, srv.Servers(), tckSession)
+	spy := connect(t, srv.Servers(), tckSession).Conn()
 	newManager := func() (*lease.Manager, *zkstore.Store) {
-		s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+		s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 		return manager(t, s, s.LeaseOptions()...), s
 	}
 	holder, hs := newManager()
@@ -48,26 +48,31 @@ func TestFIFONoHerd(t *testing.T) {
 		}
 	}
 	settled(t, stores[:]) // every waiter has set its watch
+	all := append([]*zkstore.Store{hs}, stores[:]...)
+	total := func() (sum int64) {
+		for _, s := range all {
+			sum += s.Trips()
+		}
+		return sum
+	}
 	for i := range n {
 		var before [n]int64
 		for j := range n {
 			before[j] = stores[j].Trips()
 		}
+		beforeAll := total()
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		g := await(t, grants[i], 2*time.Second, "the next waiter")
+		g := await(t, grants[i], tckSession/2, "the next waiter")
 		l = g.l
 		time.Sleep(100 * time.Millisecond) // a herd would be on its way by now
-		// The new next waiter re-sets its watch on the node ahead, which the
-		// grant rewrote; the others send nothing.
+		if d := total() - beforeAll; d != 2 {
+			t.Errorf("release %d: the hand-off cost %d requests, want 2 (delete, list)", i, d)
+		}
 		for j := i + 1; j < n; j++ {
-			want := int64(0)
-			if j == i+1 {
-				want = 1
-			}
-			if d := stores[j].Trips() - before[j]; d > want {
-				t.Errorf("release %d: waiter %d sent %d requests, want at most %d: a herd", i, j, d, want)
+			if d := stores[j].Trips() - before[j]; d != 0 {
+				t.Errorf("release %d: waiter %d sent %d requests, want none: a herd", i, j, d)
 			}
 		}
 		for j := i + 1; j < n; j++ {

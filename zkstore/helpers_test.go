@@ -1,6 +1,7 @@
 package zkstore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,42 +11,27 @@ import (
 	"github.com/simba-go/simba/zkstore"
 )
 
-// connect opens a session with servers and closes it when the test ends.
-func connect(t testing.TB, servers []string, session time.Duration) *zk.Conn {
+// connect opens a Session with servers and closes it when the test ends.
+func connect(t testing.TB, servers []string, session time.Duration) *zkstore.Session {
 	t.Helper()
-	conn, events, err := zk.Connect(servers, session, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := zkstore.Connect(ctx, servers, session, zkstore.WithConnOptions(zk.WithLogInfo(false), zk.WithLogger(quiet{})))
 	if err != nil {
-		t.Fatalf("zk.Connect: %v", err)
+		t.Fatalf("zkstore.Connect: %v", err)
 	}
-	t.Cleanup(conn.Close)
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go drain(events)
-				return conn
-			}
-		case <-deadline:
-			t.Fatalf("no ZooKeeper session with %v after 20 s", servers)
-		}
-	}
-}
-
-// drain empties a conn's event channel until the conn closes it.
-func drain(events <-chan zk.Event) {
-	for range events {
-	}
+	t.Cleanup(s.Close)
+	return s
 }
 
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
 
-// newStore returns a Store on conn under root.
-func newStore(t testing.TB, conn *zk.Conn, session time.Duration, root string) *zkstore.Store {
+// newStore returns a Store on sess under root.
+func newStore(t testing.TB, sess *zkstore.Session, root string) *zkstore.Store {
 	t.Helper()
-	s, err := zkstore.New(conn, session, zkstore.WithRoot(root))
+	s, err := zkstore.New(sess, zkstore.WithRoot(root))
 	if err != nil {
 		t.Fatalf("zkstore.New: %v", err)
 	}

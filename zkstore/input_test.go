@@ -13,53 +13,68 @@ import (
 	"github.com/simba-go/simba/zkstore"
 )
 
-// offline returns a conn that never reaches a server (New does no I/O).
-func offline(t *testing.T) *zk.Conn {
-	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+// offline returns a Session that never reaches a server (New does no I/O).
+func offline(t *testing.T) *zkstore.Session {
+	s, err := zkstore.OfflineSession()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(conn.Close)
-	return conn
+	t.Cleanup(s.Close)
+	return s
 }
 
-// TestNewBadInput (S12): unusable arguments to New are typed errors.
+// TestNewBadInput (S12): unusable arguments to New and Connect are typed
+// errors.
 func TestNewBadInput(t *testing.T) {
-	conn := offline(t)
+	sess := offline(t)
 	cases := []struct {
-		name    string
-		conn    *zk.Conn
-		session time.Duration
-		opts    []zkstore.Option
+		name string
+		sess *zkstore.Session
+		opts []zkstore.Option
 	}{
-		{"nil conn", nil, time.Second, nil},
-		{"zero session timeout", conn, 0, nil},
-		{"negative session timeout", conn, -time.Second, nil},
-		{"nil option", conn, time.Second, []zkstore.Option{nil}},
-		{"empty ACL", conn, time.Second, []zkstore.Option{zkstore.WithACL()}},
-		{"ACL without permissions", conn, time.Second, []zkstore.Option{zkstore.WithACL(zk.ACL{Scheme: "world", ID: "anyone"})}},
-		{"ACL with unknown permissions", conn, time.Second, []zkstore.Option{zkstore.WithACL(zk.ACL{Perms: 64, Scheme: "world", ID: "anyone"})}},
-		{"ACL without scheme", conn, time.Second, []zkstore.Option{zkstore.WithACL(zk.ACL{Perms: zk.PermAll})}},
+		{"nil session", nil, nil},
+		{"nil option", sess, []zkstore.Option{nil}},
+		{"empty ACL", sess, []zkstore.Option{zkstore.WithACL()}},
+		{"ACL without permissions", sess, []zkstore.Option{zkstore.WithACL(zk.ACL{Scheme: "world", ID: "anyone"})}},
+		{"ACL with unknown permissions", sess, []zkstore.Option{zkstore.WithACL(zk.ACL{Perms: 64, Scheme: "world", ID: "anyone"})}},
+		{"ACL without scheme", sess, []zkstore.Option{zkstore.WithACL(zk.ACL{Perms: zk.PermAll})}},
 	}
 	for _, root := range []string{"", "simba", "/", "/simba/", "//simba", "/a//b", "/a/./b", "/a/../b", "/zookeeper",
 		"/zookeeper/quota", "/a\x00b", "/a\x01b", "/\xff", "/" + strings.Repeat("x", 1100)} {
 		cases = append(cases, struct {
-			name    string
-			conn    *zk.Conn
-			session time.Duration
-			opts    []zkstore.Option
-		}{"root " + root, conn, time.Second, []zkstore.Option{zkstore.WithRoot(root)}})
+			name string
+			sess *zkstore.Session
+			opts []zkstore.Option
+		}{"root " + root, sess, []zkstore.Option{zkstore.WithRoot(root)}})
 	}
 	for _, c := range cases {
-		s, err := zkstore.New(c.conn, c.session, c.opts...)
+		s, err := zkstore.New(c.sess, c.opts...)
 		if s != nil || !errors.Is(err, lease.ErrInvalidArgument) || !strings.Contains(err.Error(), "zkstore: ") {
 			t.Errorf("%s: New = %v, %v; want nil and a zkstore error wrapping ErrInvalidArgument", c.name, s, err)
 		}
 	}
 	for _, root := range []string{"/simba", "/a/b-c/d.e", "/zookeeper2", "/ünïcode"} {
-		s, err := zkstore.New(conn, time.Second, zkstore.WithRoot(root), zkstore.WithACL(zk.WorldACL(zk.PermAll)...))
+		s, err := zkstore.New(sess, zkstore.WithRoot(root), zkstore.WithACL(zk.WorldACL(zk.PermAll)...))
 		if err != nil || s.Root() != root {
 			t.Errorf("New with root %q = %v, %v", root, s, err)
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		servers []string
+		timeout time.Duration
+		opts    []zkstore.ConnectOption
+	}{
+		{"no servers", nil, time.Second, nil},
+		{"zero timeout", []string{"127.0.0.1:1"}, 0, nil},
+		{"negative timeout", []string{"127.0.0.1:1"}, -time.Second, nil},
+		{"nil option", []string{"127.0.0.1:1"}, time.Second, []zkstore.ConnectOption{nil}},
+		{"nil dialer", []string{"127.0.0.1:1"}, time.Second, []zkstore.ConnectOption{zkstore.WithDialer(nil)}},
+		{"nil conn option", []string{"127.0.0.1:1"}, time.Second, []zkstore.ConnectOption{zkstore.WithConnOptions(nil)}},
+	} {
+		s, err := zkstore.Connect(t.Context(), c.servers, c.timeout, c.opts...)
+		if s != nil || !errors.Is(err, lease.ErrInvalidArgument) {
+			t.Errorf("%s: Connect = %v, %v; want nil and an error wrapping ErrInvalidArgument", c.name, s, err)
 		}
 	}
 }
@@ -67,7 +82,7 @@ func TestNewBadInput(t *testing.T) {
 // TestCallBadInput (S12): invalid names, ids and timings are refused with
 // typed errors before any request.
 func TestCallBadInput(t *testing.T) {
-	s, err := zkstore.New(offline(t), time.Second)
+	s, err := zkstore.New(offline(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,14 +151,15 @@ func TestEscape(t *testing.T) {
 }
 
 // TestCorruptNode (S12): a node in a mutex's queue whose data this package
-// did not write neither panics nor blocks the mutex for ever: Get reports
-// ErrCorrupt, Acquire waits behind it for one ttl + transition and then
-// removes it; a node whose name is not ours is ignored.
+// did not write (another program, another version) neither panics nor is
+// taken for a grant of this package's: Get reports ErrCorrupt; a waiter
+// behind it names the contender its name carries, and gets the mutex when
+// the node's session ends; a node whose name is not ours is ignored.
 func TestCorruptNode(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
-	conn := connect(t, srv.Servers(), tckSession)
-	s := newStore(t, conn, tckSession, srv.Root())
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	foreign := connect(t, srv.Servers(), tckSession)
 	ctx := t.Context()
 	const name = "s12/corrupt"
 	const ttl, transition = 300 * time.Millisecond, 200 * time.Millisecond
@@ -155,26 +171,31 @@ func TestCorruptNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"junk-", "notours"} {
-		if _, err := conn.Create(s.Dir(name)+"/"+n, []byte("garbage"), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+		if _, err := foreign.Conn().Create(s.Dir(name)+"/"+n, []byte("garbage"), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := s.Get(ctx, name); !errors.Is(err, zkstore.ErrCorrupt) {
 		t.Errorf("Get with a corrupt lowest node: %v, want ErrCorrupt", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	rec, err := s.Acquire(ctx, name, "c", ttl, transition)
+	if err != nil || rec.Owner != "junk" || rec.Token == 0 || rec.Transition != ttl+transition {
+		t.Fatalf("Acquire behind a corrupt node = %+v, %v; want owner junk with the caller's timings", rec, err)
+	}
+	foreign.Close() // its nodes go with its session
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rec, err := s.Acquire(ctx, name, "c", ttl, transition)
 		if err != nil {
-			t.Fatalf("Acquire behind a corrupt node: %v", err)
+			t.Fatalf("Acquire after the corrupt node's session ended: %v", err)
 		}
 		if rec.Held("c") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the corrupt node still blocks the mutex: %+v", rec)
+			t.Fatalf("the mutex is still held after the corrupt node's session ended: %+v", rec)
 		}
-		time.Sleep(rec.Transition + 10*time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -187,10 +208,10 @@ func TestACL(t *testing.T) {
 	root := srv.Root() + "/acl"
 	acl := zk.DigestACL(zk.PermAll, "simba", "secret")
 	withAuth := connect(t, srv.Servers(), tckSession)
-	if err := withAuth.AddAuth("digest", []byte("simba:secret")); err != nil {
+	if err := withAuth.Conn().AddAuth("digest", []byte("simba:secret")); err != nil {
 		t.Fatal(err)
 	}
-	s, err := zkstore.New(withAuth, tckSession, zkstore.WithRoot(root), zkstore.WithACL(acl...))
+	s, err := zkstore.New(withAuth, zkstore.WithRoot(root), zkstore.WithACL(acl...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,11 +219,11 @@ func TestACL(t *testing.T) {
 	if err != nil || !rec.Held("a") {
 		t.Fatalf("Acquire with credentials = %+v, %v", rec, err)
 	}
-	got, _, err := withAuth.GetACL(s.Dir("guarded"))
+	got, _, err := withAuth.Conn().GetACL(s.Dir("guarded"))
 	if err != nil || len(got) != 1 || got[0].Scheme != "digest" {
 		t.Errorf("ACL of the mutex's znode = %+v, %v; want the Store's digest ACL", got, err)
 	}
-	other := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, root)
+	other := newStore(t, connect(t, srv.Servers(), tckSession), root)
 	if _, err := other.Acquire(ctx, "guarded", "b", time.Second, time.Second); !errors.Is(err, zk.ErrNoAuth) {
 		t.Errorf("Acquire without credentials: %v, want an error wrapping zk.ErrNoAuth", err)
 	}
@@ -214,7 +235,7 @@ func TestACL(t *testing.T) {
 	}
 	// Leave nothing an unauthenticated clean-up could not delete.
 	for _, p := range []string{s.Dir("guarded"), root} {
-		if err := withAuth.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if err := withAuth.Conn().Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			t.Errorf("delete %s: %v", p, err)
 		}
 	}

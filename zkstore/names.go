@@ -11,9 +11,9 @@ import (
 )
 
 // ErrCorrupt: a node in a mutex's queue holds data this package did not
-// write (or a newer version wrote). Get fails with it rather than guess;
-// Acquire treats such a node as a waiter with the caller's timings, so it
-// blocks the mutex for one ttl + transition at most.
+// write (or another version wrote). Get fails with it rather than guess;
+// a waiter behind such a node reports the contender its name carries,
+// with the waiter's own timings.
 var ErrCorrupt = errors.New("zkstore: unreadable lock node")
 
 // maxRoot bounds the root path.
@@ -62,6 +62,9 @@ func unescape(s string) (string, bool) {
 	return b.String(), true
 }
 
+// splitRoot returns the elements of a valid root path.
+func splitRoot(root string) []string { return strings.Split(root[1:], "/") }
+
 // dirOf returns the znode under which contenders for mutex queue.
 func (s *Store) dirOf(mutex string) string { return s.root + "/" + escape(mutex) }
 
@@ -94,32 +97,29 @@ func parseChild(name string) (child, bool) {
 	return child{name: name, contender: id, seq: seq}, true
 }
 
-// grant is the data of a contender's node.
+// grant is the data of a contender's node: who, and the timings it
+// asked for. Nothing else is written to a node: who owns follows from the
+// order of the queue, and holders renew without writing.
 type grant struct {
 	contender       string
 	ttl, transition time.Duration
-	// claimed: the contender's Acquire took the mutex with this node. A
-	// lowest node that is not claimed is a waiter whose turn has come.
-	claimed bool
 }
 
-const dataMagic = "simba1"
+// dataMagic starts every node's data. Version 1 (before renewals without
+// writes) is not read: see the package documentation on mixing versions.
+const dataMagic = "simba2"
 
 // encode writes g as text: a version line, ttl and transition in
-// milliseconds, the claim flag, then the contender id (which may hold any
-// byte but NUL, so it comes last).
+// milliseconds, then the contender id (which may hold any byte but NUL,
+// so it comes last).
 func (g grant) encode() []byte {
-	c := 0
-	if g.claimed {
-		c = 1
-	}
-	return fmt.Appendf(nil, "%s\n%d\n%d\n%d\n%s", dataMagic, g.ttl.Milliseconds(), g.transition.Milliseconds(), c, g.contender)
+	return fmt.Appendf(nil, "%s\n%d\n%d\n%s", dataMagic, g.ttl.Milliseconds(), g.transition.Milliseconds(), g.contender)
 }
 
 // decodeGrant parses a node's data; errors wrap ErrCorrupt.
 func decodeGrant(b []byte) (grant, error) {
-	f := strings.SplitN(string(b), "\n", 5)
-	if len(f) != 5 || f[0] != dataMagic || (f[3] != "0" && f[3] != "1") || f[4] == "" || !utf8.ValidString(f[4]) {
+	f := strings.SplitN(string(b), "\n", 4)
+	if len(f) != 4 || f[0] != dataMagic || f[3] == "" || !utf8.ValidString(f[3]) {
 		return grant{}, fmt.Errorf("%w: %q", ErrCorrupt, truncate(b))
 	}
 	ttl, err1 := strconv.ParseInt(f[1], 10, 64)
@@ -127,8 +127,8 @@ func decodeGrant(b []byte) (grant, error) {
 	if err1 != nil || err2 != nil || ttl <= 0 || tr < 0 || ttl > maxMs || tr > maxMs {
 		return grant{}, fmt.Errorf("%w: %q", ErrCorrupt, truncate(b))
 	}
-	return grant{contender: f[4], ttl: time.Duration(ttl) * time.Millisecond,
-		transition: time.Duration(tr) * time.Millisecond, claimed: f[3] == "1"}, nil
+	return grant{contender: f[3], ttl: time.Duration(ttl) * time.Millisecond,
+		transition: time.Duration(tr) * time.Millisecond}, nil
 }
 
 // maxMs bounds the durations read from a node (about 10 years).

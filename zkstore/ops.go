@@ -4,172 +4,230 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"sort"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/lease"
 )
 
-// Renew implements [lease.Store]: one conditional write to the holder's
-// node, which moves its mtime (the server's clock) forward. A write that
-// finds the node gone (deleted by a waiter after the grant lapsed, or by
-// the server with an expired session) or the grant already lapsed fails
-// with [lease.ErrNotHeld]; a late write deletes the node instead of
-// reviving it.
-func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
-	if err := checkCall(mutex, contender, ttl, transition); err != nil {
-		return lease.Record{}, err
-	}
-	k := nodeKey{mutex, contender}
-	notHeld := func(why string) (lease.Record, error) {
-		rec, _ := s.Get(ctx, mutex) // best effort: tell the caller who owns
-		return rec, fmt.Errorf("%w: zkstore: renew %q token %d: %s", lease.ErrNotHeld, mutex, token, why)
-	}
-	g := grant{contender: contender, ttl: ttl, transition: transition, claimed: true}
-	for range rounds {
-		own := s.cached(k)
-		if own == nil || uint64(own.czxid) != token || !own.g.claimed {
-			var err error
-			if own, err = s.find(ctx, k, token); err != nil {
-				return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", mutex, err)
-			}
-			if own == nil {
-				return notHeld("no such grant of this contender and session")
-			}
-		}
-		st, err := s.write(ctx, own.path, g, own.version)
-		if err != nil {
-			if err := s.lost(ctx, k, own, err); err != nil {
-				return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", mutex, err)
-			}
-			continue // gone: find says so; moved on: try the new version
-		}
-		return s.renewed(ctx, lease.RenewRequest{Mutex: mutex, Contender: contender, Token: token, TTL: ttl, Transition: transition}, own, g, st)
-	}
-	return lease.Record{}, fmt.Errorf("zkstore: renew %q: the node kept changing", mutex)
-}
-
-// find looks for contender's claimed node with czxid token in this
-// session. It returns nil when there is none: a node of another session
-// is not renewed, since this session's heartbeats do not keep it alive.
-func (s *Store) find(ctx context.Context, k nodeKey, token uint64) (*ownNode, error) {
-	q, err := s.list(ctx, s.dirOf(k.mutex))
-	if err != nil {
-		return nil, err
-	}
-	sid := s.conn.SessionID()
-	for _, c := range q.mine(k.contender) {
-		g, st, err := s.read(ctx, q.path(c))
-		if gone(err) || errors.Is(err, ErrCorrupt) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if uint64(st.Czxid) == token && g.claimed && st.EphemeralOwner == sid {
-			n := &ownNode{path: q.path(c), session: sid, czxid: st.Czxid, version: st.Version, mtime: st.Mtime, g: g}
-			s.remember(k, n)
-			return n, nil
-		}
-	}
-	return nil, nil
-}
-
-// Release implements [lease.Store]: it deletes contender's node when it
-// holds the grant with token, and any waiting node of contender in every
-// case. The deletion stamps the mutex's znode, so the next in line gets a
-// full window to claim the mutex; its watch wakes it at once.
-func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
-	if err := checkCall(mutex, contender, time.Millisecond, 0); err != nil {
+// do runs f, one blocking go-zookeeper request, bounded by ctx.
+// go-zookeeper takes no context: when ctx ends first, do returns ctx's
+// error at once, and f finishes in its own goroutine when the conn answers
+// or fails the request (within about the session timeout on a live conn,
+// or at once when the conn is closed). f must only write variables the
+// caller reads after a nil or non-context error. A ctx that cannot end
+// (context.WithoutCancel) runs f in the caller's goroutine.
+func (s *Store) do(ctx context.Context, f func() error) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	k := nodeKey{mutex, contender}
-	dir := s.dirOf(mutex)
-	if own := s.cached(k); own != nil && own.g.claimed && uint64(own.czxid) == token && token != 0 {
-		// The common case, one round trip: our own grant.
-		err := s.remove(ctx, dir, own.path, -1)
-		if err == nil {
-			s.forget(k)
-			return nil
-		}
-		if !gone(err) {
-			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
-		}
+	s.trips.Add(1)
+	if ctx.Done() == nil {
+		return f()
 	}
-	s.forget(k)
-	q, err := s.list(ctx, dir)
-	if err != nil {
-		return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
-	low, _ := q.lowest()
-	released := false
-	for _, c := range q.mine(contender) {
-		g, st, err := s.read(ctx, q.path(c))
-		if gone(err) {
-			continue
-		}
-		if err != nil && !errors.Is(err, ErrCorrupt) {
-			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
-		}
-		holds := err == nil && g.claimed && c.name == low.name
-		if holds && (token == 0 || uint64(st.Czxid) != token) {
-			continue // the current grant, not the one named: leave it alone
-		}
-		if err := s.remove(ctx, dir, q.path(c), st.Version); err != nil && !gone(err) {
-			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
-		} else if err == nil && holds {
-			released = true
-		}
-	}
-	// A doubt stays: a create whose reply was lost may still land, and the
-	// next Acquire must look for its node before making another.
-	if !released {
-		return fmt.Errorf("%w: zkstore: release %q token %d", lease.ErrNotHeld, mutex, token)
-	}
-	return nil
 }
 
-// Get implements [lease.Store]: it syncs the server it is connected to
-// with the leader, lists the queue and reads its lowest node. The time
-// left is estimated from the server's clock as this Store last saw it (a
-// full window before its first write). A lowest node that was not claimed
-// yet is reported as held back for it: an empty Owner with a positive
-// Transition.
-func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
+// queue is a mutex's nodes in sequence order, as one listing saw them.
+type queue struct {
+	dir  string
+	kids []child
+}
+
+// sync makes the server this Store is connected to catch up with the
+// leader, so that the next read sees every write completed before: reads
+// in ZooKeeper may lag behind other clients' writes, never behind the
+// Store's own.
+func (s *Store) sync(ctx context.Context, dir string) error {
+	err := s.do(ctx, func() error {
+		_, err := s.sess.conn.Sync(dir)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
+// list reads the queue of dir. A missing dir is an empty queue.
+func (s *Store) list(ctx context.Context, dir string) (queue, error) {
+	q, _, err := s.listW(ctx, dir, false)
+	return q, err
+}
+
+// listW reads the queue of dir and, with watch set, watches its children
+// (in the same request; nil when dir is missing).
+func (s *Store) listW(ctx context.Context, dir string, watch bool) (queue, <-chan zk.Event, error) {
+	var names []string
+	var w <-chan zk.Event // set by do's goroutine: never touch it after a context error
+	err := s.do(ctx, func() (err error) {
+		if watch {
+			names, _, w, err = s.sess.conn.ChildrenW(dir)
+		} else {
+			names, _, err = s.sess.conn.Children(dir)
+		}
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return queue{dir: dir}, nil, nil
+	}
+	if err != nil {
+		return queue{}, nil, err
+	}
+	return newQueue(dir, names), w, nil
+}
+
+func newQueue(dir string, names []string) queue {
+	q := queue{dir: dir}
+	for _, n := range names {
+		if c, ok := parseChild(n); ok {
+			q.kids = append(q.kids, c)
+		}
+	}
+	sort.Slice(q.kids, func(i, j int) bool { return q.kids[i].seq < q.kids[j].seq })
+	return q
+}
+
+func (q queue) path(c child) string { return q.dir + "/" + c.name }
+
+// lowest returns the node that owns the mutex.
+func (q queue) lowest() (child, bool) {
+	if len(q.kids) == 0 {
+		return child{}, false
+	}
+	return q.kids[0], true
+}
+
+// mine returns contender's nodes, lowest first.
+func (q queue) mine(contender string) []child {
+	var out []child
+	for _, c := range q.kids {
+		if c.contender == contender {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// has reports whether the node name is in the queue.
+func (q queue) has(name string) bool {
+	for _, c := range q.kids {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// predecessor returns the node just ahead of name.
+func (q queue) predecessor(name string) (child, bool) {
+	for i, c := range q.kids {
+		if c.name == name && i > 0 {
+			return q.kids[i-1], true
+		}
+	}
+	return child{}, false
+}
+
+// read returns the grant and stat of the node at p.
+func (s *Store) read(ctx context.Context, p string) (grant, *zk.Stat, error) {
+	var data []byte
+	var st *zk.Stat
+	if err := s.do(ctx, func() (err error) {
+		data, st, err = s.sess.conn.Get(p)
+		return err
+	}); err != nil {
+		return grant{}, nil, err
+	}
+	g, err := decodeGrant(data)
+	return g, st, err
+}
+
+// readOwner reads the owner's node at p, and with watch set watches it
+// (one request either way). A node whose data this package cannot read
+// still names its contender and token.
+func (s *Store) readOwner(ctx context.Context, p string, watch bool) (owner, <-chan zk.Event, error) {
+	var data []byte
+	var st *zk.Stat
+	var w <-chan zk.Event // set by do's goroutine: never touch it after a context error
+	err := s.do(ctx, func() (err error) {
+		if watch {
+			data, st, w, err = s.sess.conn.GetW(p)
+		} else {
+			data, st, err = s.sess.conn.Get(p)
+		}
+		return err
+	})
+	if err != nil {
+		return owner{}, nil, err
+	}
+	c, _ := parseChild(path.Base(p))
+	o := owner{name: c.name, contender: c.contender, czxid: st.Czxid}
+	if g, err := decodeGrant(data); err == nil {
+		o.g = g
+	}
+	return o, w, nil
+}
+
+// existsW watches the node at p; nil when it does not exist (the watch
+// would only fire on its creation).
+func (s *Store) existsW(ctx context.Context, p string) (<-chan zk.Event, error) {
+	var ok bool
+	var fired <-chan zk.Event
+	err := s.do(ctx, func() (err error) {
+		ok, _, fired, err = s.sess.conn.ExistsW(p)
+		return err
+	})
+	if err != nil || !ok {
+		return nil, err
+	}
+	return fired, nil
+}
+
+// remove deletes the node at p if its version is still version (-1: any).
+func (s *Store) remove(ctx context.Context, p string, version int32) error {
+	return s.do(ctx, func() error { return s.sess.conn.Delete(p, version) })
+}
+
+// drop ends k's node n: from now on it is no grant, and it is deleted
+// (by the watchdog, should this call fail).
+func (s *Store) drop(ctx context.Context, k nodeKey, n *node) error {
+	s.kill(k, n.path)
+	err := s.remove(ctx, n.path, -1)
+	if err == nil || gone(err) {
+		s.forget(k, n.path)
+		return nil
+	}
+	s.retireLater(k, *n)
+	return err
+}
+
+// gone reports errors after which a node is not (or no longer) what the
+// caller expected: deleted, or changed by someone else.
+func gone(err error) bool {
+	return errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion)
+}
+
+// checkCall validates the arguments every call shares.
+func checkCall(mutex, contender string, ttl, transition time.Duration) error {
 	if err := lease.ValidateName(mutex); err != nil {
-		return lease.Record{}, err
+		return err
 	}
-	if err := s.sync(ctx, s.dirOf(mutex)); err != nil {
-		return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
+	if contender == "" || len(contender) > lease.MaxContenderIDLength {
+		return fmt.Errorf("%w: zkstore: contender id of %d bytes", lease.ErrInvalidArgument, len(contender))
 	}
-	for range rounds {
-		q, err := s.list(ctx, s.dirOf(mutex))
-		if err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
-		}
-		low, ok := q.lowest()
-		if !ok {
-			return lease.Record{}, nil
-		}
-		g, st, err := s.read(ctx, q.path(low))
-		if gone(err) {
-			continue
-		}
-		if err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
-		}
-		start := st.Mtime
-		if !g.claimed {
-			start = max(start, q.dirMtime)
-		}
-		left := g.ttl + g.transition
-		if now, ok := s.clock.now(); ok {
-			left = max(0, time.Duration(start+ms(left)-now)*time.Millisecond)
-			left = min(left, g.ttl+g.transition)
-		}
-		if !g.claimed {
-			return lease.Record{Transition: left}, nil
-		}
-		return lease.Record{Owner: g.contender, Token: uint64(st.Czxid), TTL: max(0, left-g.transition), Transition: left}, nil
+	if ttl < time.Millisecond || transition < 0 {
+		return fmt.Errorf("%w: zkstore: ttl %v, transition %v", lease.ErrInvalidArgument, ttl, transition)
 	}
-	return lease.Record{}, fmt.Errorf("zkstore: get %q: the queue kept changing", mutex)
+	return nil
 }

@@ -15,7 +15,7 @@ import (
 // children returns the node names under the mutex's znode.
 func children(t *testing.T, s *zkstore.Store, srv *testserver.ZooKeeperServer, mutex string) []string {
 	t.Helper()
-	conn := connect(t, srv.Servers(), tckSession)
+	conn := connect(t, srv.Servers(), tckSession).Conn()
 	names, _, err := conn.Children(s.Dir(mutex))
 	if err != nil {
 		t.Fatalf("Children: %v", err)
@@ -28,7 +28,7 @@ func children(t *testing.T, s *zkstore.Store, srv *testserver.ZooKeeperServer, m
 func TestLostCreateReply(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i7/lost-create"
 	for _, c := range []string{"holder", "waiter"} {
@@ -59,7 +59,7 @@ func TestSlowCreateAbandoned(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
 	p, addrs := proxied(t, srv.Servers())
-	s := newStore(t, connect(t, addrs, tckSession), tckSession, srv.Root())
+	s := newStore(t, connect(t, addrs, tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i7/slow-create"
 	warm, err := s.Acquire(ctx, name, "warm", time.Second, time.Second) // the mutex's znode exists
@@ -69,19 +69,25 @@ func TestSlowCreateAbandoned(t *testing.T) {
 	if err := s.Release(ctx, name, "warm", warm.Token); err != nil {
 		t.Fatal(err)
 	}
-	p[0].Delay(300 * time.Millisecond)
-	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	_, err = s.Acquire(short, name, "a", time.Second, time.Second)
+	p[0].Delay(time.Second)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = s.Acquire(short, name, "a", 5*time.Second, 5*time.Second)
 	cancel()
 	if err == nil {
-		t.Fatal("Acquire through a 300 ms delay returned within 100 ms")
+		t.Fatal("Acquire through a 1 s delay returned within 200 ms")
 	}
-	time.Sleep(700 * time.Millisecond) // the create lands
+	deadline := time.Now().Add(10 * time.Second) // the create lands
+	for len(children(t, s, srv, name)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned create never landed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	p.Heal()
 	if n := children(t, s, srv, name); len(n) != 1 {
 		t.Fatalf("after the abandoned create: nodes %v, want one", n)
 	}
-	rec, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
+	rec, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
 	if err != nil || !rec.Held("a") {
 		t.Fatalf("Acquire after the abandoned create = %+v, %v; want held", rec, err)
 	}
@@ -96,8 +102,8 @@ func TestSlowCreateAbandoned(t *testing.T) {
 func TestAcquireTwice(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
-	other := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i7/twice"
 	first, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
@@ -139,7 +145,7 @@ func TestAcquireTwice(t *testing.T) {
 func TestLapsedGrantGetsNewToken(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root())
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i1/lapsed"
 	const ttl, transition = 100 * time.Millisecond, 100 * time.Millisecond

@@ -86,20 +86,22 @@ func await(t *testing.T, ch <-chan grantAt, d time.Duration, what string) grantA
 	return grantAt{}
 }
 
-// TestSessionExpiry (S8): a holder cut off by a black-holing proxy for
-// longer than its 1 s session is told of the loss before the waiter's
-// winning Acquire is sent; the server frees the mutex by expiring the
-// session (sooner than the 3 s ttl + transition could), the new token is
-// larger, and after healing the old holder neither renews nor reclaims
-// its old node: its conn has a new session, and its next grant a new node.
+// TestSessionExpiry (S4, S8): a holder cut off by a black-holing proxy
+// for longer than its 1 s session is told of the loss before the waiter's
+// winning Acquire is sent, though its Manager renews all along (renewals
+// send nothing); the server frees the mutex by expiring the session, the
+// new token is larger, and after healing the old holder neither renews
+// nor reclaims its old node: its conn has a new session, and its next
+// grant a new node.
 func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
 	srv := testserver.ZooKeeper(t)
 	const session = time.Second
 	p, addrs := proxied(t, srv.Servers())
-	hconn := connect(t, addrs, session)
-	hs := newStore(t, hconn, session, srv.Root())
-	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root()))
+	hsess := connect(t, addrs, session)
+	hconn := hsess.Conn()
+	hs := newStore(t, hsess, srv.Root())
+	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), srv.Root()))
 	opts := []lease.Option{lease.WithTTL(2 * time.Second), lease.WithTransition(time.Second)}
 	hm, wm := manager(t, hs, opts...), manager(t, ws, opts...)
 	ctx := t.Context()
@@ -129,9 +131,6 @@ func TestSessionExpiry(t *testing.T) {
 			l1.Deadline().Sub(cut), sent.Sub(cut))
 	}
 	t.Logf("old holder told %v after the cut, takeover %v after it", l1.Deadline().Sub(cut), g.at.Sub(cut))
-	if took := g.at.Sub(cut); took >= 3*time.Second {
-		t.Errorf("takeover took %v: not the 1 s session's expiry but the 3 s lapse", took)
-	}
 	if g.l.Token() <= l1.Token() {
 		t.Errorf("new token %d after %d, want larger", g.l.Token(), l1.Token())
 	}
@@ -165,20 +164,23 @@ func TestSessionExpiry(t *testing.T) {
 
 // TestServerRestart (S3): a standalone ZooKeeper restarts under a holder
 // and a waiter. The holder is told: it either renews on the restarted
-// server (the session survived) or loses the lease before the waiter is
-// granted; the mutex is handed over within the bound afterwards.
+// server (the session survived) or loses the lease before the waiter's
+// winning Acquire is sent; the mutex is handed over afterwards.
+//
+// The restart's length is the machine's business (a JVM starts slowly
+// under load): the test asserts the order of events, not their times.
 func TestServerRestart(t *testing.T) {
 	t.Parallel()
 	srv := testserver.PrivateZooKeeper(t)
 	const session = 4 * time.Second
-	hs := newStore(t, connect(t, srv.Servers(), session), session, srv.Root())
-	ws := newStore(t, connect(t, srv.Servers(), session), session, srv.Root())
+	hs := newStore(t, connect(t, srv.Servers(), session), srv.Root())
+	ws := observe(newStore(t, connect(t, srv.Servers(), session), srv.Root()))
 	hm, wm := manager(t, hs, hs.LeaseOptions()...), manager(t, ws, ws.LeaseOptions()...)
 	ctx := t.Context()
 	const name = "restart"
 	ttl, transition := 2500*time.Millisecond, 1500*time.Millisecond // LeaseOptions of 4 s
 	window := min(ttl+transition, session) - max(transition/2, ttl/10)
-	bound := ttl + transition + time.Second + ttl
+	const patience = time.Minute // for a loaded machine; the outcome comes within window of the restart's end
 
 	l1, err := hm.Acquire(ctx, name)
 	if err != nil {
@@ -193,22 +195,28 @@ func TestServerRestart(t *testing.T) {
 	t.Logf("restart took %v", time.Since(begin))
 
 	// Told: a renewal sent after the restart began was confirmed, or the
-	// lease ended.
+	// lease ended before the waiter's winning Acquire was sent.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.After(patience)
 	for !l1.Deadline().After(begin.Add(window)) {
 		select {
-		case <-l1.Done():
-			g := await(t, waiter, bound, "takeover after the holder lost its lease")
-			if g.l.Token() <= l1.Token() {
-				t.Errorf("token %d after %d", g.l.Token(), l1.Token())
-			}
-			t.Logf("the holder lost its lease; takeover %v after the restart began", g.at.Sub(begin))
-			return
 		case g := <-waiter:
-			t.Fatalf("the waiter was granted (%v) while the holder's lease is live", g.err)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Since(begin) > bound {
-			t.Fatalf("no renewal confirmed and no loss %v after the restart began", bound)
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			if !closed(l1.Done()) {
+				t.Fatalf("the waiter was granted while the holder's lease is live")
+			}
+			checkToldFirst(t, l1, ws, g)
+			return
+		case <-l1.Done():
+			g := await(t, waiter, patience, "takeover after the holder lost its lease")
+			checkToldFirst(t, l1, ws, g)
+			return
+		case <-tick.C:
+		case <-giveUp:
+			t.Fatalf("no renewal confirmed and no loss %v after the restart began", patience)
 		}
 	}
 	t.Logf("the holder renewed on the restarted server %v after the restart began", time.Since(begin))
@@ -219,7 +227,7 @@ func TestServerRestart(t *testing.T) {
 	if err := l1.Release(ctx); err != nil {
 		t.Fatalf("Release after the restart: %v", err)
 	}
-	g := await(t, waiter, bound, "hand-off after the restart")
+	g := await(t, waiter, patience, "hand-off after the restart")
 	t.Logf("hand-off after the restart took %v", g.at.Sub(released))
 	if g.l.Token() <= l1.Token() {
 		t.Errorf("token %d after %d", g.l.Token(), l1.Token())
@@ -227,25 +235,47 @@ func TestServerRestart(t *testing.T) {
 	_ = g.l.Release(ctx)
 }
 
+// checkToldFirst checks that the lost holder l's deadline passed before
+// the Acquire that granted g was sent, and that g's token is larger.
+func checkToldFirst(t *testing.T, l *lease.Lease, ws *observed, g grantAt) {
+	t.Helper()
+	if sent := ws.sentAt(g.l.Token()); !l.Deadline().Before(sent) {
+		t.Errorf("the holder's deadline %v is not before the winning Acquire was sent (%v)", l.Deadline(), sent)
+	}
+	if g.l.Token() <= l.Token() {
+		t.Errorf("token %d after %d", g.l.Token(), l.Token())
+	}
+	_ = g.l.Release(t.Context())
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // TestServerRestartTakeover (S3, I5): the holder is cut off (its proxy
 // black-holes) and the server restarts. The holder is told before the
-// waiter's winning Acquire is sent, and the waiter takes over within
-// ttl + transition + jitter + ttl of the restart's end (the holder's 1 s
-// session expires, timed anew by the restarted server, or its grant
-// lapses on the server's clock, which restarts do not reset).
+// waiter's winning Acquire is sent, and the waiter takes over soon after
+// the restart's end: the restarted server times the holder's 1 s session
+// anew and expires it. (The bound is an order of magnitude, for a loaded
+// machine: the waiter's own session and ttl are 8 s.)
 func TestServerRestartTakeover(t *testing.T) {
 	t.Parallel()
 	srv := testserver.PrivateZooKeeper(t)
 	const session = time.Second
 	p, addrs := proxied(t, srv.Servers())
-	hs := newStore(t, connect(t, addrs, session), session, srv.Root())
-	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), tckSession, srv.Root()))
+	hs := newStore(t, connect(t, addrs, session), srv.Root())
+	ws := observe(newStore(t, connect(t, srv.Servers(), tckSession), srv.Root()))
 	opts := hs.LeaseOptions() // ttl 625 ms, transition 375 ms
 	hm, wm := manager(t, hs, opts...), manager(t, ws, opts...)
 	ctx := t.Context()
 	const name = "restart/takeover"
-	const ttl, transition = 625 * time.Millisecond, 375 * time.Millisecond
-	bound := ttl + transition + time.Second + ttl
+	const bound = 10 * time.Second
 
 	l1, err := hm.Acquire(ctx, name)
 	if err != nil {

@@ -15,34 +15,65 @@ import (
 // keeps its mutexes.
 const DefaultRoot = "/simba"
 
-// Store is a [lease.Store] and [lease.Watcher] on ZooKeeper. It is safe for
-// concurrent use; make one per *zk.Conn and share it.
+// Store is a [lease.Store], [lease.Watcher] and [lease.BatchRenewer] on
+// ZooKeeper. It is safe for concurrent use; make one per Session and
+// share it.
 type Store struct {
-	conn    *zk.Conn
-	session time.Duration
-	root    string
-	acl     []zk.ACL
+	sess *Session
+	root string
+	acl  []zk.ACL
 
-	mu    sync.Mutex
-	nodes map[nodeKey]*ownNode // nodes this Store created or adopted
-	doubt map[nodeKey]bool     // a create whose reply was lost may have left a node
+	mu   sync.Mutex
+	keys map[nodeKey]*keyState
+	dog  dogState
 
-	clock serverClock
-	trips atomic.Int64 // round trips sent, for tests and benchmarks
+	trips atomic.Int64 // requests sent, for tests and benchmarks
 }
 
 // nodeKey names one contender's interest in one mutex.
 type nodeKey struct{ mutex, contender string }
 
-// ownNode is what a Store knows of a node of its own session: the state
-// after its last write or read.
-type ownNode struct {
+// keyState is what the Store knows of one contender's interest in one
+// mutex. It is dropped when it holds nothing.
+type keyState struct {
+	n     *node         // the contender's node; nil: none known
+	doubt bool          // a create of unknown outcome may have left a node
+	subs  int           // live Watch subscriptions
+	kick  chan struct{} // closed (and replaced) when n changes
+}
+
+// node is a contender's node of this Store's session.
+type node struct {
 	path    string
 	session int64
 	czxid   int64
-	version int32
-	mtime   int64 // server time of the write that made version, in ms
-	g       grant
+	g       grant     // as written in the node
+	held    bool      // an Acquire granted it, and its holder was told
+	lowest  bool      // it was seen first in line: it owns the mutex
+	dead    bool      // this Store is deleting it: it is no grant any more
+	due     time.Time // the watchdog deletes it unless a call comes first
+	told    bool      // a subscription was told that its turn came
+
+	// Of a node first in line: a watch on the queue, set by the listing
+	// that found it first. When it fires, the next renewal lists the
+	// queue again, to notice a node deleted behind the Store's back.
+	queueWatch <-chan zk.Event
+	queueStale bool
+
+	// Of a waiting node, from the last look at the queue:
+	looked bool            // an Acquire (or a subscription) looked since it was made
+	pred   string          // name of the node just ahead
+	watch  <-chan zk.Event // armed watch on pred; nil: none
+	fired  bool            // the watch fired
+	owner  owner           // the lowest node
+}
+
+// owner is the lowest node of a queue as a waiter read it.
+type owner struct {
+	name      string
+	contender string
+	czxid     int64
+	g         grant
 }
 
 // An Option configures a Store made by [New].
@@ -81,26 +112,17 @@ func WithACL(acl ...zk.ACL) Option {
 	}
 }
 
-// New returns a Store over conn, which the caller owns and closes (the Store
-// never closes or reconfigures it). sessionTimeout is the session timeout
-// conn negotiated: the one given to zk.Connect, unless the server clamped
-// it into its [minSessionTimeout, maxSessionTimeout] (by default 2 to 20
-// ticks). The Store never reports a holder more time than that, so a holder
-// cut off from ZooKeeper is told of its loss before its session, and with
-// it its node, can expire. Give the smaller value when unsure.
+// New returns a Store on sess, which the caller owns and closes (after the
+// Managers on the Store). Only a Session made by [Connect] will do: the
+// Store needs the session timeout the server granted and the heartbeats
+// it answered, which a bare *zk.Conn does not tell.
 //
 // New does no I/O; the root is created on first use.
-func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) (*Store, error) {
-	if conn == nil {
-		return nil, fmt.Errorf("%w: zkstore: nil *zk.Conn", lease.ErrInvalidArgument)
+func New(sess *Session, opts ...Option) (*Store, error) {
+	if sess == nil || sess.conn == nil || sess.tap == nil {
+		return nil, fmt.Errorf("%w: zkstore: nil Session (make one with zkstore.Connect)", lease.ErrInvalidArgument)
 	}
-	if sessionTimeout < time.Millisecond {
-		return nil, fmt.Errorf("%w: zkstore: session timeout %v (want at least 1ms)", lease.ErrInvalidArgument, sessionTimeout)
-	}
-	s := &Store{
-		conn: conn, session: sessionTimeout, root: DefaultRoot, acl: zk.WorldACL(zk.PermAll),
-		nodes: map[nodeKey]*ownNode{}, doubt: map[nodeKey]bool{},
-	}
+	s := &Store{sess: sess, root: DefaultRoot, acl: zk.WorldACL(zk.PermAll), keys: map[nodeKey]*keyState{}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: zkstore: nil Option", lease.ErrInvalidArgument)
@@ -112,96 +134,26 @@ func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) (*Store, e
 	return s, nil
 }
 
-// LeaseOptions returns the Manager timings that fit the session timeout:
-// ttl + transition = sessionTimeout, split 5:3 as the lease defaults are
-// (10 s and 6 s). A holder then loses its grant exactly when its session
-// would expire, renews about every ttl/3, and a crashed holder's node is
-// gone (session expiry) by the time a waiter could take over anyway.
+// MaxGrant returns the longest ttl + transition the Store honours now: the
+// session timeout the server granted. Longer timings are cut to it, since
+// a holder cut off from ZooKeeper loses its node when its session
+// expires, whatever its ttl. It is 0 while the conn has no session.
+func (s *Store) MaxGrant() time.Duration { return s.sess.Timeout() }
+
+// LeaseOptions returns the Manager timings that fit the session timeout
+// the server granted: ttl + transition = [Store.MaxGrant], split 5:3 as
+// the lease defaults are (10 s and 6 s). A holder that hangs and one that
+// is cut off or dead are then taken over after about the same time.
 //
 //	m, err := lease.NewManager(store, store.LeaseOptions()...)
-//
-// Longer timings are clamped to the session timeout (safe, but renewals
-// then come faster than ttl/3); shorter ones only make takeover faster
-// than session expiry for a holder that hangs while its process lives.
 func (s *Store) LeaseOptions() []lease.Option {
-	ttl := s.session * 5 / 8
-	return []lease.Option{lease.WithTTL(ttl), lease.WithTransition(s.session - ttl)}
+	session := s.MaxGrant()
+	ttl := session * 5 / 8
+	return []lease.Option{lease.WithTTL(ttl), lease.WithTransition(session - ttl)}
 }
 
 // Root returns the znode under which the Store keeps its mutexes.
 func (s *Store) Root() string { return s.root }
 
-// held returns the record of a grant this Store's contender holds:
-// what it asked for, but never more than the session timeout.
-func (s *Store) held(contender string, czxid int64, ttl, transition time.Duration) lease.Record {
-	tr := min(ttl+transition, s.session)
-	return lease.Record{Owner: contender, Token: uint64(czxid), TTL: min(ttl, tr), Transition: tr}
-}
-
-func (s *Store) cached(k nodeKey) *ownNode {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.nodes[k]
-	if n == nil || n.session != s.conn.SessionID() {
-		delete(s.nodes, k) // a node of an expired session is gone with it
-		return nil
-	}
-	c := *n
-	return &c
-}
-
-func (s *Store) remember(k nodeKey, n *ownNode) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := *n
-	s.nodes[k] = &c
-	delete(s.doubt, k)
-}
-
-func (s *Store) forget(k nodeKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.nodes, k)
-}
-
-func (s *Store) setDoubt(k nodeKey, v bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v {
-		s.doubt[k] = true
-	} else {
-		delete(s.doubt, k)
-	}
-}
-
-func (s *Store) inDoubt(k nodeKey) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.doubt[k]
-}
-
-// serverClock estimates ZooKeeper's clock from the mtime of the Store's
-// last write and the local monotonic time since.
-type serverClock struct {
-	mu    sync.Mutex
-	ms    int64
-	local time.Time
-}
-
-func (c *serverClock) observe(ms int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ms > c.ms {
-		c.ms, c.local = ms, time.Now()
-	}
-}
-
-// now returns the estimate, or false before any write.
-func (c *serverClock) now() (int64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ms == 0 {
-		return 0, false
-	}
-	return c.ms + time.Since(c.local).Milliseconds(), true
-}
+// Session returns the Session the Store runs on.
+func (s *Store) Session() *Session { return s.sess }

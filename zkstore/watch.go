@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"path"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -13,20 +14,20 @@ import (
 
 // Watch implements [lease.Watcher] with ZooKeeper watches.
 //
-// A queued contender watches only the node just ahead of its own, and is
-// sent an event when its own node becomes the lowest, that is when its
-// turn has come: a release wakes the next waiter only, never the herd.
-// (A rewrite of the node ahead, a renewal or a poll, costs the watcher one
-// request to watch it again, and sends no event.) An observer (contender
-// "") and a contender without a node watch the mutex's children and are
-// sent an event whenever the lowest node changes. Events carry only the
-// mutex name: the caller reads the owner with Get or Acquire.
+// A contender is sent an event when its node becomes first in line (its
+// turn came: its Acquire now takes the mutex without a request), when its
+// node is gone (its session ended), and when the watch breaks. It watches
+// only the node just ahead of its own: a release wakes the next waiter
+// only, never the herd, and a waiter further back costs nothing until the
+// node ahead of it leaves. An observer (contender "") watches the mutex's
+// children and is sent an event whenever the first node changes. Events
+// carry only the mutex name: the caller reads the owner with Get or
+// Acquire.
 //
-// The channel is closed when ctx ends, when a request fails, or when the
-// session's watches are dropped (session expired, conn closed); the caller
-// then polls. Watches survive a reconnection within the session. A watch
-// set on a node that vanished before the event came stays registered in
-// the conn until the session ends (a few bytes).
+// The channel is closed when ctx ends, and after a last event when a
+// request fails or the watch breaks (the conn closed); the caller then
+// polls, and may subscribe again. Watches survive a reconnection within
+// the session.
 func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
 	if err := lease.ValidateName(mutex); err != nil {
 		return nil, err
@@ -35,110 +36,259 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 		return nil, fmt.Errorf("%w: zkstore: watch: nil context", lease.ErrInvalidArgument)
 	}
 	out := make(chan lease.Event, 1)
-	go s.watch(ctx, mutex, contender, out)
+	if contender == "" {
+		go s.observe(ctx, mutex, out)
+		return out, nil
+	}
+	k := nodeKey{mutex, contender}
+	s.subscribe(k)
+	go s.follow(ctx, k, out)
 	return out, nil
 }
 
-// Keys of what a watcher sees: an event is sent when the key changes to
-// one that is not queued.
-const (
-	keyQueued = "queued"
-	keyTurn   = "turn:"
-	keyLowest = "lowest:"
-)
+// send delivers an event unless one is pending: one says enough.
+func send(out chan<- lease.Event, mutex string) {
+	select {
+	case out <- lease.Event{Mutex: mutex}:
+	default:
+	}
+}
 
-func (s *Store) watch(ctx context.Context, mutex, contender string, out chan<- lease.Event) {
+// follow tells k's Manager when k's node becomes first in line or goes.
+func (s *Store) follow(ctx context.Context, k nodeKey, out chan<- lease.Event) {
 	defer close(out)
-	dir := s.dirOf(mutex)
-	last := ""
-	for first := true; ; first = false {
-		key, fired, ahead, err := s.arm(ctx, dir, contender)
-		if err != nil {
-			return
+	defer s.unsubscribe(k)
+	had := ""
+	for {
+		n, kick := s.snapshot(k)
+		st := s.sess.tap.state()
+		if n != nil && n.session != st.sid {
+			n = nil
 		}
-		if !first && key != last && key != keyQueued {
-			select {
-			case out <- lease.Event{Mutex: mutex}:
-			default: // one pending event says enough
+		if n == nil {
+			if had != "" {
+				send(out, k.mutex) // gone: look again (and queue anew)
 			}
+			had = ""
+			if !pause(ctx, kick, st.changed, nil) {
+				return
+			}
+			continue
 		}
-		last = key
-		for fired != nil {
-			select {
-			case ev := <-fired:
-				switch {
-				case ev.Type == zk.EventNotWatching:
-					return
-				case ev.Type == zk.EventNodeDataChanged && ahead != "":
-					// The node ahead was rewritten, not removed.
-					if fired, err = s.existsW(ctx, ahead); err != nil {
-						return
-					}
-				default:
-					fired = nil // look again
+		had = n.path
+		switch {
+		case n.lowest:
+			if !n.told {
+				send(out, k.mutex)
+				s.update(k, n.path, func(x *node) { x.told = true })
+				if n.queueWatch == nil && !n.queueStale {
+					s.watchQueue(context.WithoutCancel(ctx), k, n) // best effort, after the Manager was told
 				}
-			case <-ctx.Done():
+			}
+			if !pause(ctx, kick, st.changed, nil) {
+				return
+			}
+		case n.watch != nil && !n.fired:
+			ev, ok, woke := waitWatch(ctx, n.watch, kick, st.changed)
+			if ctx.Err() != nil {
+				return
+			}
+			if !woke {
+				continue
+			}
+			// The node ahead was first in line, and is gone: ours is first
+			// now, since no node can come ahead of it. Nothing to list.
+			first := ok && ev.Type == zk.EventNodeDeleted && n.pred == n.owner.name
+			s.updateKick(k, n.path, true, func(x *node) {
+				if x.watch == n.watch {
+					x.fired = true
+				}
+			})
+			switch {
+			case !ok || ev.Type == zk.EventNotWatching:
+				send(out, k.mutex) // the session's watches were dropped
+			case first:
+				s.turn(k, n)
+			}
+		case !n.looked:
+			// A node just made: the Acquire that made it looks at the
+			// queue and arms the watch, then wakes us.
+			if !pause(ctx, kick, st.changed, nil) {
+				return
+			}
+		default:
+			// In place: the request ends when the conn answers or fails it,
+			// and a goroutine less is a scheduling delay less on the way
+			// from a release to the next holder.
+			if err := s.refresh(context.WithoutCancel(ctx), k, n); err != nil {
+				if ctx.Err() == nil {
+					send(out, k.mutex)
+				}
 				return
 			}
 		}
 	}
 }
 
-// arm sets one ZooKeeper watch for the watcher. It returns what the
-// watcher sees, the watch's channel (nil when the node to watch vanished
-// in between: look again) and, for a queued contender, the node ahead.
-func (s *Store) arm(ctx context.Context, dir, contender string) (key string, fired <-chan zk.Event, ahead string, err error) {
-	if contender != "" {
-		q, err := s.list(ctx, dir)
-		if err != nil {
-			return "", nil, "", err
-		}
-		if mine := q.mine(contender); len(mine) > 0 {
-			if p, ok := q.predecessor(mine[0].name); ok {
-				fired, err := s.existsW(ctx, q.path(p))
-				return keyQueued, fired, q.path(p), err
+// pause waits for a change; false when ctx ended.
+func pause(ctx context.Context, a, b <-chan struct{}, c <-chan zk.Event) bool {
+	select {
+	case <-a:
+	case <-b:
+	case <-c:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// waitWatch waits for w to fire (woke), or for a change of state.
+func waitWatch(ctx context.Context, w <-chan zk.Event, kick, changed <-chan struct{}) (zk.Event, bool, bool) {
+	select {
+	case ev, ok := <-w:
+		return ev, ok, true
+	case <-kick:
+	case <-changed:
+	case <-ctx.Done():
+	}
+	return zk.Event{}, true, false
+}
+
+// refresh looks at k's queue for a subscription: it marks the node first
+// in line (which starts its hand-off window: the watchdog deletes it
+// unless an Acquire comes within its ttl + transition), or watches the
+// node ahead.
+func (s *Store) refresh(ctx context.Context, k nodeKey, n *node) error {
+	q, qw, err := s.listW(ctx, path.Dir(n.path), true)
+	if err != nil {
+		return err
+	}
+	name := path.Base(n.path)
+	if !q.has(name) {
+		s.forget(k, n.path)
+		return nil
+	}
+	low, _ := q.lowest()
+	if low.name == name {
+		s.update(k, n.path, func(x *node) {
+			if qw != nil {
+				x.queueWatch, x.queueStale = qw, false
 			}
-			key = keyTurn + mine[0].name // watch the children: our node may go and come back
+		})
+		s.turn(k, n)
+		return nil
+	}
+	pred, _ := q.predecessor(name)
+	var ow owner
+	var w <-chan zk.Event
+	if pred.name == low.name {
+		ow, w, err = s.readOwner(ctx, q.path(low), true)
+	} else {
+		w, err = s.existsW(ctx, q.path(pred))
+	}
+	if err != nil || w == nil {
+		return ignoreGone(err) // it just left: look again
+	}
+	s.updateKick(k, n.path, true, func(x *node) {
+		x.pred, x.watch, x.fired, x.looked = pred.name, w, false, true
+		if ow.name != "" {
+			x.owner = ow
+		}
+	})
+	return nil
+}
+
+// turn marks k's node n first in line, which starts its hand-off window:
+// the watchdog deletes it unless an Acquire comes within its ttl +
+// transition.
+func (s *Store) turn(k nodeKey, n *node) {
+	window := time.Now().Add(n.g.ttl + n.g.transition)
+	s.updateKick(k, n.path, true, func(x *node) {
+		x.lowest = true
+		if !x.held && window.Before(x.due) {
+			x.due = window
+		}
+	})
+	s.watchdogAt(window)
+}
+
+// watchQueue watches the queue of k's node n, first in line, so that a
+// renewal notices n deleted behind the Store's back; it forgets n when it
+// is gone already.
+func (s *Store) watchQueue(ctx context.Context, k nodeKey, n *node) {
+	q, w, err := s.listW(ctx, path.Dir(n.path), true)
+	switch {
+	case err != nil:
+	case !q.has(path.Base(n.path)):
+		s.forget(k, n.path)
+	default:
+		s.update(k, n.path, func(x *node) {
+			if x.queueWatch == nil {
+				x.queueWatch = w
+			}
+		})
+	}
+}
+
+// observe sends an event whenever the first node of the mutex's queue
+// changes.
+func (s *Store) observe(ctx context.Context, mutex string, out chan<- lease.Event) {
+	defer close(out)
+	dir := s.dirOf(mutex)
+	last := ""
+	for first := true; ; first = false {
+		key, fired, err := s.armChildren(ctx, dir)
+		if err != nil {
+			if ctx.Err() == nil {
+				send(out, mutex)
+			}
+			return
+		}
+		if !first && key != last {
+			send(out, mutex)
+		}
+		last = key
+		if fired == nil {
+			continue // what to watch vanished in between
+		}
+		select {
+		case ev, ok := <-fired:
+			if !ok || ev.Type == zk.EventNotWatching {
+				send(out, mutex)
+				return
+			}
+		case <-ctx.Done():
+			return
 		}
 	}
+}
+
+// armChildren watches dir's children, or dir's creation when it is
+// missing, and returns the first node's name ("" for none).
+func (s *Store) armChildren(ctx context.Context, dir string) (string, <-chan zk.Event, error) {
 	var names []string
-	var st *zk.Stat
 	var w <-chan zk.Event // set by do's goroutine: never touch it after a context error
-	err = s.do(ctx, func() (err error) {
-		names, st, w, err = s.conn.ChildrenW(dir)
+	err := s.do(ctx, func() (err error) {
+		names, _, w, err = s.sess.conn.ChildrenW(dir)
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
-		fired, err = s.existsW(ctx, dir)
-		return keyLowest, fired, "", err
+		var ok bool
+		err = s.do(ctx, func() (err error) {
+			ok, _, w, err = s.sess.conn.ExistsW(dir)
+			return err
+		})
+		if err != nil {
+			return "", nil, err
+		}
+		if ok {
+			w = nil // created in between: list it
+		}
+		return "", w, nil
 	}
 	if err != nil {
-		return "", nil, "", err
+		return "", nil, err
 	}
-	q := newQueue(dir, st, names)
-	if contender != "" && key == "" && len(q.mine(contender)) > 0 {
-		// Our node came between the two requests: watch the node ahead
-		// instead, or this watch would fire on every arrival and leave.
-		return keyQueued, nil, "", nil
-	}
-	if !strings.HasPrefix(key, keyTurn) {
-		low, _ := q.lowest()
-		key = keyLowest + low.name
-	}
-	return key, w, "", nil
-}
-
-// existsW watches the node at p; nil when it does not exist (the watch
-// would only fire on its creation).
-func (s *Store) existsW(ctx context.Context, p string) (<-chan zk.Event, error) {
-	var ok bool
-	var fired <-chan zk.Event
-	err := s.do(ctx, func() (err error) {
-		ok, _, fired, err = s.conn.ExistsW(p)
-		return err
-	})
-	if err != nil || !ok {
-		return nil, err
-	}
-	return fired, nil
+	low, _ := newQueue(dir, names).lowest()
+	return low.name, w, nil
 }

@@ -23,7 +23,10 @@
 //	zk://HOST:PORT,HOST:PORT/ROOT       ZooKeeper, mutexes under ROOT (default /simba)
 //
 // run and elect take --ttl (default 10s) and --transition (default 6s); on
-// ZooKeeper their sum is the session timeout (default 10s, split 5:3).
+// ZooKeeper their sum is the session timeout asked for (default 10s, split
+// 5:3). The server may grant a shorter one: without flags it sets the
+// timings; with flags whose safety margin no grant outlives, simba exits
+// with 64.
 //
 // # simba run
 //
@@ -86,7 +89,7 @@
 // script tells them from a CMD that exits with the same code):
 //
 //	0      success (elect: stopped by SIGINT or SIGTERM)
-//	64     usage: bad flags, unknown command, bad store URL
+//	64     usage: bad flags, unknown command, bad store URL, timings the store cannot honour
 //	69     store unavailable: unreachable, not migrated, or failing
 //	70     internal error
 //	75     run: lock not acquired: held (--no-wait), or --wait ran out

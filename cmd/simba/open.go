@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -183,81 +184,62 @@ func (b *backend) openRedis(ctx context.Context) error {
 }
 
 // openZK connects with a session timeout of ttl + transition (default 10s)
-// and waits for the session.
+// and waits for the session. The server may grant a shorter timeout (its
+// maxSessionTimeout): zkstore reads the granted one off the wire.
 func (b *backend) openZK(ctx context.Context) error {
 	session := zkDefaultSession
 	if b.timing.set {
 		session = b.timing.ttl + b.timing.transition
-	} else {
-		b.timing.ttl, b.timing.transition = session*5/8, session*3/8 // as zkstore.LeaseOptions
 	}
-	dialErrs := make(chan error, 16)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var failed atomic.Int32
 	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		conn, err := net.DialTimeout(network, addr, timeout)
-		if err != nil {
-			select {
-			case dialErrs <- err:
-			default:
-			}
+		// Every server refused or timed out once: go-zookeeper would
+		// retry forever; a command gives up.
+		if err != nil && int(failed.Add(1)) >= len(b.servers) {
+			cancel(err)
 		}
 		return conn, err
 	}
-	log := zkLog{negotiated: make(chan time.Duration, 1)}
-	conn, events, err := zk.Connect(b.servers, session, zk.WithLogger(log), zk.WithDialer(dial))
+	sess, err := zkstore.Connect(ctx, b.servers, session, zkstore.WithDialer(dial),
+		zkstore.WithConnOptions(zk.WithLogger(zkQuiet{}), zk.WithLogInfo(false)))
 	if err != nil {
-		return fmt.Errorf("%s: %v", b.display, err)
-	}
-	b.closers = append(b.closers, conn.Close)
-	failed := 0
-	for conn.State() != zk.StateHasSession {
-		select {
-		case <-events:
-		case err := <-dialErrs:
-			// Every server refused or timed out once: go-zookeeper would
-			// retry forever; a command gives up.
-			if failed++; failed >= len(b.servers) {
-				return fmt.Errorf("%s: unreachable: %v", b.display, err)
-			}
-		case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			return fmt.Errorf("%s: unreachable: no session within %v", b.display, connectTimeout)
 		}
+		if cause := context.Cause(ctx); cause != nil {
+			return fmt.Errorf("%s: unreachable: %v", b.display, cause)
+		}
+		return fmt.Errorf("%s: %v", b.display, err)
 	}
-	// The server may have clamped the session timeout into its bounds:
-	// tell the store the smaller of what was asked and what was granted.
-	select {
-	case d := <-log.negotiated:
-		session = min(session, d)
-	case <-time.After(time.Second): // an older go-zookeeper that does not log it
-	}
-	store, err := zkstore.New(conn, session, zkstore.WithRoot(b.root))
+	b.closers = append(b.closers, sess.Close)
+	store, err := zkstore.New(sess, zkstore.WithRoot(b.root))
 	if err != nil {
 		return fmt.Errorf("%s: %v", b.display, err)
 	}
 	b.store = store
-	if b.timing.set {
-		b.opts = []lease.Option{lease.WithTTL(b.timing.ttl), lease.WithTransition(b.timing.transition)}
-	} else {
+	if !b.timing.set {
 		b.opts = store.LeaseOptions()
+		b.timing.ttl, b.timing.transition = store.MaxGrant()*5/8, store.MaxGrant()-store.MaxGrant()*5/8
+		return nil
 	}
+	// A lease lives at most the session timeout the server granted: with
+	// a safety margin as long, every grant would be lost as it is made.
+	if granted := store.MaxGrant(); min(b.timing.ttl+b.timing.transition, granted) <= b.timing.safety() {
+		return fail(codeUsage, "%s: the server granted a %v session, and no lease outlives it: --ttl %v and --transition %v leave a safety margin of %v (use a ttl + transition well under %v, or raise the server's maxSessionTimeout)",
+			b.display, granted, b.timing.ttl, b.timing.transition, b.timing.safety(), granted)
+	}
+	b.opts = []lease.Option{lease.WithTTL(b.timing.ttl), lease.WithTransition(b.timing.transition)}
 	return nil
 }
 
-// zkLog drops go-zookeeper's log lines (failures are reported as simba's
-// own one-line errors) but for the session timeout the server granted,
-// which go-zookeeper only logs.
-type zkLog struct{ negotiated chan time.Duration }
+// zkQuiet drops go-zookeeper's log lines: failures are reported as simba's
+// own one-line errors.
+type zkQuiet struct{}
 
-func (l zkLog) Printf(format string, args ...any) {
-	if format != "authenticated: id=%d, timeout=%d" || len(args) != 2 {
-		return
-	}
-	if ms, ok := args[1].(int32); ok && ms > 0 {
-		select {
-		case l.negotiated <- time.Duration(ms) * time.Millisecond:
-		default:
-		}
-	}
-}
+func (zkQuiet) Printf(string, ...any) {}
 
 // unwrapTimeout names the connect timeout instead of "context deadline exceeded".
 func unwrapTimeout(ctx context.Context, err error) error {

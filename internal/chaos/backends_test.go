@@ -222,7 +222,7 @@ func zkSetup(t *testing.T) Setup {
 		Client: func() (lease.Store, Faulter, []lease.Option) {
 			p := proxyTo(t, srv.Addr())
 			conn := zkConnect(t, []string{p.Addr()}, session)
-			s, err := zkstore.New(conn, session, zkstore.WithRoot(srv.Root()))
+			s, err := zkstore.New(conn, zkstore.WithRoot(srv.Root()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,38 +237,20 @@ func zkSetup(t *testing.T) Setup {
 }
 
 // zkConnect opens a session through addrs and waits for it.
-func zkConnect(t *testing.T, addrs []string, session time.Duration) *zk.Conn {
-	conn, err := dialZK(t.Context(), addrs, session)
+func zkConnect(t *testing.T, addrs []string, session time.Duration) *zkstore.Session {
+	sess, err := dialZK(t.Context(), addrs, session)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(conn.Close)
-	return conn
+	t.Cleanup(sess.Close)
+	return sess
 }
 
 // dialZK opens a session through addrs and waits up to 20 s for it.
-func dialZK(ctx context.Context, addrs []string, session time.Duration) (*zk.Conn, error) {
-	conn, events, err := zk.Connect(addrs, session, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
-	if err != nil {
-		return nil, err
-	}
+func dialZK(ctx context.Context, addrs []string, session time.Duration) (*zkstore.Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return conn, nil
-			}
-		case <-ctx.Done():
-			conn.Close()
-			return nil, fmt.Errorf("no ZooKeeper session through %v", addrs)
-		}
-	}
+	return zkstore.Connect(ctx, addrs, session, zkstore.WithConnOptions(zk.WithLogInfo(false), zk.WithLogger(quietZK{})))
 }
 
 type quietZK struct{}
@@ -382,7 +364,7 @@ func ensembleSetup(t *testing.T) Setup {
 		Client: func() (lease.Store, Faulter, []lease.Option) {
 			g, addrs := proxyGroup(t, e.Servers())
 			conn := zkConnect(t, addrs, session)
-			s, err := zkstore.New(conn, session, zkstore.WithRoot(e.Root()))
+			s, err := zkstore.New(conn, zkstore.WithRoot(e.Root()))
 			if err != nil {
 				t.Fatal(err)
 			}

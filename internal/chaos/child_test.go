@@ -95,7 +95,7 @@ func childStore() (lease.Store, []lease.Option, func(), error) {
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		s, err := zkstore.New(conn, session, zkstore.WithRoot(root))
+		s, err := zkstore.New(conn, zkstore.WithRoot(root))
 		if err != nil {
 			conn.Close()
 			return nil, nil, nil, err

@@ -130,7 +130,7 @@ func (e *Ensemble) configure(g *group, java, classpath string) error {
 		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
 			return fmt.Errorf("testserver: %w", err)
 		}
-		cfg := zkConfig(data, client[i]) + "initLimit=20\nsyncLimit=10\nreconfigEnabled=false\n" + servers.String()
+		cfg := zkConfig(data, client[i], defaultZKSettings()) + "initLimit=20\nsyncLimit=10\nreconfigEnabled=false\n" + servers.String()
 		cfgPath := filepath.Join(dir, "zoo.cfg")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 			return fmt.Errorf("testserver: %w", err)

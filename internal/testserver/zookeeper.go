@@ -68,20 +68,40 @@ func ZooKeeper(t testing.TB) *ZooKeeperServer {
 				"ZOO_ADMINSERVER_ENABLED":    "false",
 			},
 			ready: func(ctx context.Context, a string) error { return zkServing(ctx, a) },
-		}, startZooKeeper, "PrivateZooKeeper")
+		}, func() (*group, error) { return startZooKeeper(defaultZKSettings()) }, "PrivateZooKeeper")
 	})
 	need(t, err)
 	logStart(t, "shared "+p.String(), begin)
 	return &ZooKeeperServer{Process: p, servers: []string{p.Addr()}, root: makeRoot(t, []string{p.Addr()})}
 }
 
+// A ZooKeeperOption changes the configuration of a [PrivateZooKeeper].
+type ZooKeeperOption func(*zkSettings)
+
+// zkSettings are the zoo.cfg values a test may change.
+type zkSettings struct {
+	maxSessionMs int
+}
+
+func defaultZKSettings() zkSettings { return zkSettings{maxSessionMs: zkMaxSessionMs} }
+
+// WithMaxSessionTimeout sets the server's maxSessionTimeout (default 60 s):
+// it grants no session a longer timeout than d, whatever the client asks.
+func WithMaxSessionTimeout(d time.Duration) ZooKeeperOption {
+	return func(s *zkSettings) { s.maxSessionMs = max(int(d.Milliseconds()), zkMinSessionMs) }
+}
+
 // PrivateZooKeeper starts a local standalone ZooKeeper for this test alone,
 // stopped when the test ends. Its control methods work and it keeps its
 // data (and sessions, until they expire) across restarts.
-func PrivateZooKeeper(t testing.TB) *ZooKeeperServer {
+func PrivateZooKeeper(t testing.TB, opts ...ZooKeeperOption) *ZooKeeperServer {
 	t.Helper()
 	begin := time.Now()
-	g, err := startZooKeeper()
+	settings := defaultZKSettings()
+	for _, o := range opts {
+		o(&settings)
+	}
+	g, err := startZooKeeper(settings)
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)
@@ -112,7 +132,7 @@ func zkJava() (java, classpath string, err error) {
 }
 
 // zkConfig returns the zoo.cfg lines every local ZooKeeper shares.
-func zkConfig(dataDir string, clientPort int) string {
+func zkConfig(dataDir string, clientPort int, settings zkSettings) string {
 	return fmt.Sprintf(`tickTime=%d
 minSessionTimeout=%d
 maxSessionTimeout=%d
@@ -123,7 +143,7 @@ maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=*
 forceSync=no
-`, zkTickMs, zkMinSessionMs, zkMaxSessionMs, dataDir, clientPort)
+`, zkTickMs, zkMinSessionMs, settings.maxSessionMs, dataDir, clientPort)
 }
 
 // zkProcess describes one ZooKeeper JVM with its config file cfg.
@@ -144,7 +164,7 @@ func zkProcess(java, classpath, mainClass, dir, cfg string, clientPort int, read
 }
 
 // startZooKeeper starts a standalone ZooKeeper on a free port.
-func startZooKeeper() (*group, error) {
+func startZooKeeper(settings zkSettings) (*group, error) {
 	java, classpath, err := zkJava()
 	if err != nil {
 		return nil, err
@@ -160,7 +180,7 @@ func startZooKeeper() (*group, error) {
 			return err
 		}
 		cfg := filepath.Join(dir, "zoo.cfg")
-		if err := os.WriteFile(cfg, []byte(zkConfig(filepath.Join(dir, "data"), port)), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(zkConfig(filepath.Join(dir, "data"), port, settings)), 0o644); err != nil {
 			return fmt.Errorf("testserver: %w", err)
 		}
 		p := zkProcess(java, classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", dir, cfg, port, zkServing)

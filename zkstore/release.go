@@ -1,0 +1,119 @@
+package zkstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Release implements [lease.Store]: it deletes contender's node when it
+// holds the grant with token (one request), and any waiting node of
+// contender in every case. The next in line is woken by its watch.
+func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
+	if err := checkCall(mutex, contender, time.Millisecond, 0); err != nil {
+		return err
+	}
+	k := nodeKey{mutex, contender}
+	if n, _ := s.current(k); n != nil && n.held && uint64(n.czxid) == token && token != 0 {
+		// The common case: our own grant. It is no grant from now on.
+		s.kill(k, n.path)
+		err := s.remove(ctx, n.path, -1)
+		switch {
+		case err == nil:
+			s.forget(k, n.path)
+			return nil
+		case !gone(err):
+			s.retireLater(k, *n)
+			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+		}
+		s.forget(k, n.path) // gone already: its session ended
+	} else if n != nil && !n.held && token == 0 && !s.inDoubt(k) {
+		// A waiter withdraws its own node: one request.
+		s.kill(k, n.path)
+		if err := s.remove(ctx, n.path, -1); err != nil && !gone(err) {
+			s.retireLater(k, *n)
+			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+		}
+		s.forget(k, n.path)
+		return fmt.Errorf("%w: zkstore: release %q token 0", lease.ErrNotHeld, mutex)
+	}
+	q, err := s.list(ctx, s.dirOf(mutex))
+	if err != nil {
+		return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+	}
+	mine := q.mine(contender)
+	if len(mine) == 0 {
+		s.setDoubt(k, false) // no create of ours is pending: it would be listed
+	}
+	low, _ := q.lowest()
+	sid := s.sess.tap.state().sid
+	cur, _ := s.current(k)
+	released := false
+	for _, c := range mine {
+		p := q.path(c)
+		_, st, err := s.read(ctx, p)
+		if gone(err) {
+			continue
+		}
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+		}
+		named := token != 0 && uint64(st.Czxid) == token
+		if c.name == low.name && !named {
+			// First in line, not the grant named: another session's
+			// current grant, or ours under another token, is left alone;
+			// a node of ours that no Acquire granted is withdrawn.
+			ours := st.EphemeralOwner == sid && sid != 0
+			if !ours || (cur != nil && cur.path == p && cur.held) {
+				continue
+			}
+		}
+		if err := s.remove(ctx, p, st.Version); err != nil && !gone(err) {
+			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+		} else if err == nil && named {
+			released = true
+		}
+		s.forget(k, p)
+	}
+	if !released {
+		return fmt.Errorf("%w: zkstore: release %q token %d", lease.ErrNotHeld, mutex, token)
+	}
+	return nil
+}
+
+// Get implements [lease.Store]: it syncs the server it is connected to
+// with the leader, lists the queue and reads its first node, the owner.
+// Holders renew without writing, so others cannot see how much of a
+// grant is left: the record has the owner's whole ttl and transition, the
+// longest it keeps the mutex without a call of its Manager.
+func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
+	if err := lease.ValidateName(mutex); err != nil {
+		return lease.Record{}, err
+	}
+	dir := s.dirOf(mutex)
+	if err := s.sync(ctx, dir); err != nil {
+		return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
+	}
+	for range rounds {
+		q, err := s.list(ctx, dir)
+		if err != nil {
+			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
+		}
+		low, ok := q.lowest()
+		if !ok {
+			return lease.Record{}, nil
+		}
+		g, st, err := s.read(ctx, q.path(low))
+		if gone(err) {
+			continue
+		}
+		if err != nil {
+			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
+		}
+		return lease.Record{Owner: g.contender, Token: uint64(st.Czxid), TTL: g.ttl, Transition: g.ttl + g.transition}, nil
+	}
+	return lease.Record{}, fmt.Errorf("zkstore: get %q: the queue kept changing", mutex)
+}

@@ -1,0 +1,181 @@
+package zkstore
+
+import (
+	"time"
+)
+
+// Timings of the Store's own bookkeeping.
+const (
+	// waitGrace is added to the time a waiter was told to come back
+	// (plus its own ttl + transition) before the watchdog takes its node
+	// for abandoned: Managers come back within a second of that time.
+	waitGrace = 2 * time.Second
+)
+
+// stateLocked returns k's keyState, creating it; call with mu held.
+func (s *Store) stateLocked(k nodeKey) *keyState {
+	ks := s.keys[k]
+	if ks == nil {
+		ks = &keyState{kick: make(chan struct{})}
+		s.keys[k] = ks
+	}
+	return ks
+}
+
+// tidyLocked drops k's keyState when it holds nothing; call with mu held.
+func (s *Store) tidyLocked(k nodeKey) {
+	if ks := s.keys[k]; ks != nil && ks.n == nil && !ks.doubt && ks.subs == 0 {
+		delete(s.keys, k)
+	}
+}
+
+// kickLocked wakes k's subscriptions; call with mu held.
+func (ks *keyState) kickLocked() {
+	close(ks.kick)
+	ks.kick = make(chan struct{})
+}
+
+// current returns a copy of k's node when it is a node of the current
+// session that is not being deleted, and the session's state. A node of
+// an ended session is forgotten: the server deleted it.
+func (s *Store) current(k nodeKey) (*node, sessionState) {
+	st := s.sess.tap.state()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[k]
+	if ks == nil || ks.n == nil {
+		return nil, st
+	}
+	if ks.n.session != st.sid || st.sid == 0 {
+		ks.n = nil
+		ks.kickLocked()
+		s.tidyLocked(k)
+		s.idleLocked()
+		return nil, st
+	}
+	if ks.n.dead {
+		return nil, st
+	}
+	c := *ks.n
+	return &c, st
+}
+
+// dying returns k's node if this Store is deleting it.
+func (s *Store) dying(k nodeKey) *node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ks := s.keys[k]; ks != nil && ks.n != nil && ks.n.dead {
+		c := *ks.n
+		return &c
+	}
+	return nil
+}
+
+// update applies f to k's node if it still is the live node at path, and
+// reports whether it was. f runs with mu held.
+func (s *Store) update(k nodeKey, path string, f func(n *node)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[k]
+	if ks == nil || ks.n == nil || ks.n.path != path || ks.n.dead {
+		return false
+	}
+	f(ks.n)
+	return true
+}
+
+// adoptNode makes n k's node (replacing any other) and wakes k's
+// subscriptions. The doubt of a lost create is settled: the node is known.
+func (s *Store) adoptNode(k nodeKey, n *node) {
+	s.mu.Lock()
+	ks := s.stateLocked(k)
+	c := *n
+	ks.n, ks.doubt = &c, false
+	ks.kickLocked()
+	due := c.due
+	s.mu.Unlock()
+	s.watchdogAt(due)
+}
+
+// forget drops k's node if it is the node at path ("" for any).
+func (s *Store) forget(k nodeKey, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[k]
+	if ks == nil || ks.n == nil || (path != "" && ks.n.path != path) {
+		return
+	}
+	ks.n = nil
+	ks.kickLocked()
+	s.tidyLocked(k)
+	s.idleLocked()
+}
+
+// kill marks k's node at path as being deleted by this Store: from now on
+// it is no grant, whatever the server says. It reports whether the node
+// was live.
+func (s *Store) kill(k nodeKey, path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[k]
+	if ks == nil || ks.n == nil || ks.n.path != path || ks.n.dead {
+		return false
+	}
+	ks.n.dead = true
+	ks.kickLocked()
+	return true
+}
+
+func (s *Store) setDoubt(k nodeKey, v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.stateLocked(k)
+	ks.doubt = v
+	s.tidyLocked(k)
+}
+
+func (s *Store) inDoubt(k nodeKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[k]
+	return ks != nil && ks.doubt
+}
+
+// subscribe counts a Watch subscription of k.
+func (s *Store) subscribe(k nodeKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stateLocked(k).subs++
+}
+
+func (s *Store) unsubscribe(k nodeKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ks := s.keys[k]; ks != nil {
+		ks.subs--
+		s.tidyLocked(k)
+	}
+}
+
+// snapshot returns a copy of k's node (nil: none, or being deleted) and
+// the channel closed at its next change.
+func (s *Store) snapshot(k nodeKey) (*node, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.stateLocked(k)
+	if ks.n == nil || ks.n.dead {
+		return nil, ks.kick
+	}
+	c := *ks.n
+	return &c, ks.kick
+}
+
+// watched reports whether a subscription of k keeps an unfired watch on
+// the node ahead of k's node: then a release ahead reaches k's Manager by
+// an event, and a waiter's Acquire may answer from what was last seen.
+func (s *Store) watched(k nodeKey, path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[k]
+	return ks != nil && ks.subs > 0 && ks.n != nil && ks.n.path == path && ks.n.watch != nil && !ks.n.fired
+}
