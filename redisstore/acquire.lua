@@ -74,7 +74,7 @@ if l > 0 then
   end
   if not now then now, now_us = clock() end
   if enqueue(r, c, now, now_us, span) then dirty = true end
-  if dirty then write(r, math.max(keep, l, r.hu - now)) end
+  if dirty then rewrite(r) end
   if r.owner == c then return {'', '0', 0, math.max(l, r.hu - now)} end
   local rest = l - r.x
   if rest < 0 then rest = 0 end

@@ -78,6 +78,13 @@ local function write(r, px)
   redis.call('SET', KEYS[1], encode(r), 'PX', int(px))
 end
 
+-- rewrite stores r under KEYS[1] keeping its expiry: while a grant is
+-- live, its holder's Store counts on the expiry it set (see grants.go),
+-- which a Store with a shorter retention must not cut.
+local function rewrite(r)
+  redis.call('SET', KEYS[1], encode(r), 'KEEPTTL')
+end
+
 -- left returns the ms left of r's grant (0 when none is live).
 local function left(r, rkey)
   if r.owner == '' then return 0 end

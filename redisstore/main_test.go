@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,10 @@ import (
 // TestMain finds the Redis server of the examples, then runs the tests,
 // stops the shared test servers and checks for leaked goroutines.
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		childWaiter() // this binary again, as a waiter process (see waiter_test.go)
+		return
+	}
 	if a, err := testserver.RedisAddr(); err == nil {
 		redisAddr = a
 	}

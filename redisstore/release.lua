@@ -22,5 +22,7 @@ end
 if r.hu == 0 then return 0 end
 local now = clock()
 local l = left(r, KEYS[1])
-if settle(r, now, win, cmd, l > 0) then write(r, math.max(keep, l, r.hu - now)) end
+if settle(r, now, win, cmd, l > 0) then
+  if l > 0 then rewrite(r) else write(r, math.max(keep, r.hu - now)) end
+end
 return 0
