@@ -12,15 +12,19 @@ import (
 
 	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/redisstore"
 )
 
 // Benchmarks on a private local Redis (go test -bench . -run '^$' ./redisstore/).
 
 // benchManager returns a Manager on a Store of its own client, as a
 // process of its own would have, with the given ttl (transition ttl/2).
+// The restart guard is off: the servers of the benchmarks are younger
+// than ttl + transition, and the guard would hold every mutex back until
+// they are not (see WithRestartGuard).
 func benchManager(b *testing.B, srv *testserver.RedisServer, ttl time.Duration) *lease.Manager {
 	b.Helper()
-	s := newStore(b, dial(b, srv.Addr()), srv.KeyPrefix())
+	s := newStore(b, dial(b, srv.Addr()), srv.KeyPrefix(), redisstore.WithRestartGuard(false))
 	m, err := lease.NewManager(s, lease.WithTTL(ttl), lease.WithTransition(ttl/2))
 	if err != nil {
 		b.Fatal(err)
@@ -110,6 +114,8 @@ func BenchmarkWaiters32(b *testing.B) {
 				go func() { _, _ = m.Acquire(ctx, "hot") }()
 			}
 			waitFor(b, "32 queued waiters", func() bool { n, _ := direct.ZCard(bg, queue).Result(); return n == 32 })
+			waitFor(b, "32 subscribed waiters", func() bool { return pubsubConns(b, direct) == 32 })
+			time.Sleep(time.Second) // each has made its attempt after subscribing
 			const window = 5 * time.Second
 			var rate, scripts float64
 			for b.Loop() {

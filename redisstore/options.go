@@ -101,10 +101,12 @@ func WithKeyPrefix(prefix string) Option {
 // WithHandoff sets the hand-off window (default [DefaultHandoff]): when a
 // Release frees a mutex that has live waiters, only the longest waiter may
 // take it for d (at most its own ttl + transition); others are told to try
-// again when the window ends. A waiter that does not come in time leaves
-// the queue and the next one gets a window and a wake-up. d = 0 disables
-// the reservation: a Release then only wakes the longest waiter. Keep d
-// well below ttl + transition; it is at most one minute.
+// again when the window ends. The waiter after it is woken when the window
+// ends, unless the first one took the mutex: a waiter that does not come
+// in time (a crashed process) leaves the queue and the next one takes its
+// turn. d = 0 disables the reservation: a Release then wakes the longest
+// waiter, and the next one 100 ms later unless the first took the mutex.
+// Keep d well below ttl + transition; it is at most one minute.
 func WithHandoff(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 || d > time.Minute {

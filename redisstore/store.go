@@ -13,9 +13,10 @@ import (
 // Errors of the Store besides those of package lease. Each is wrapped with
 // the operation and the mutex name.
 var (
-	// ErrNotReplicated: an Acquire granted or extended the mutex on the
-	// primary, but fewer replicas than [WithWaitReplicas] asked for
-	// acknowledged it in time. The outcome is unknown to the caller.
+	// ErrNotReplicated: an Acquire granted or extended the mutex, or a
+	// renewal extended a grant, on the primary, but fewer replicas than
+	// [WithWaitReplicas] asked for acknowledged it in time. The outcome is
+	// unknown to the caller.
 	ErrNotReplicated = errors.New("redisstore: not acknowledged by enough replicas")
 	// ErrUnexpectedReply: Redis answered a script with something the Store
 	// did not write (a foreign value under its keys, or an old script).

@@ -269,3 +269,27 @@ func TestACLWithoutScripting(t *testing.T) {
 		t.Errorf("Manager.Acquire = %v (context: %v), want ErrStoreSetup at once", err, ctx.Err())
 	}
 }
+
+// TestScriptFlushReloads: SCRIPT FLUSH on a server that has been up for a
+// while costs a reload, not a hold-back: the next Acquire is granted at
+// once.
+func TestScriptFlushReloads(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	c := dial(t, srv.Addr())
+	s := newStore(t, c, srv.KeyPrefix())
+	tok := mustHold(t, s, "f", "a").Token
+	if err := s.Release(bg, "f", "a", tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptFlush(bg).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustHold(t, s, "f", "b").Token; got <= tok {
+		t.Fatalf("token %d after %d", got, tok)
+	}
+	if err := c.ScriptFlush(bg).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustHold(t, s, "fresh", "b") // a name without a record, too
+}

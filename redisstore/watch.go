@@ -35,20 +35,27 @@ import (
 
 // nextGrace is how long the waiter after the head waits for the head's
 // grant before it tries itself, when the release reserved nothing
-// (WithHandoff(0)).
-const nextGrace = 100 * time.Millisecond
+// (WithHandoff(0)); nextMargin is added to a window, so that the next
+// waiter comes when the head's reservation has lapsed on the server's
+// clock.
+const (
+	nextGrace  = 100 * time.Millisecond
+	nextMargin = 5 * time.Millisecond
+)
 
 // subscribeTimeout bounds how long Watch waits for a new subscription to
 // be confirmed, so a partitioned server cannot stall a waiter that would
 // otherwise poll.
 const subscribeTimeout = 2 * time.Second
 
-// Watch subscribes to the events of mutex for contender, or to every change
-// of owner when contender is "". It returns once the server has confirmed
-// the subscription (or after a short bound), so a release after Watch
-// returns is heard. The channel has a buffer of one, drops events the
-// receiver has no room for, and is closed when ctx ends, the subscription
-// breaks or the Store closes. Watch does not enqueue the contender.
+// Watch subscribes to the events of mutex for contender (its turn after a
+// release, see above), or to every change of owner when contender is ""
+// (then it also flags the mutex, so that grants and releases publish). It
+// returns once the server has confirmed the subscription (or after a short
+// bound), so a release after Watch returns is heard. The channel has a
+// buffer of one, drops events the receiver has no room for, and is closed
+// when ctx ends, the subscription breaks or the Store closes. Watch does
+// not enqueue the contender.
 func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
 	if err := lease.ValidateName(mutex); err != nil {
 		return nil, fmt.Errorf("redisstore: watch: %w", err)
@@ -124,8 +131,8 @@ func (w *watcher) deliver(h *hub, m message) {
 		w.send(lease.Event{Mutex: w.mutex})
 	case m.next == w.contender:
 		w.disarm()
-		d := m.win
-		if d == 0 {
+		d := m.win + nextMargin // the reservation has surely lapsed by then
+		if m.win == 0 {
 			d = nextGrace
 		}
 		var t *time.Timer
