@@ -26,8 +26,9 @@ import (
 // names the life (the start of run_id) and the latest instant the life
 // can have begun (server time less uptime, plus a second for rounding), so
 // its SHA exists on that server during that life only. EVALSHA of it costs
-// nothing extra; NOSCRIPT means a new life (or a SCRIPT FLUSH), and the
-// Store asks INFO and loads the script anew. INFO and SCRIPT LOAD go over
+// nothing extra; NOSCRIPT means a new life (or a SCRIPT FLUSH, or a slot
+// that moved to another server), and the Store asks INFO and loads the
+// script anew. INFO and SCRIPT LOAD go over
 // one connection, which a restart in between breaks, so a script can never
 // be loaded into a life other than the one it names. There is no EVAL
 // fallback for this script.
@@ -121,7 +122,11 @@ func (s *Store) loadAcquire(ctx context.Context, c *redis.Client) (string, error
 		}
 		l.nowUS = t.UnixMicro()
 	}
-	start := l.nowUS/1000 - l.uptime*1000 + 1000
+	// uptime_in_seconds is the cached unix time in seconds (the one
+	// server_time_usec shows) less the start's, rounded down: the life
+	// began less than a second after this. The same every time it is
+	// asked, so every Store makes the same text for one life.
+	start := (l.nowUS/1_000_000 - l.uptime + 1) * 1000
 	return conn.ScriptLoad(ctx, acquireText(l.runID, start, !s.cfg.noGuard)).Result()
 }
 
