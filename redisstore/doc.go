@@ -106,7 +106,8 @@
 // The guard assumes that a lost holder used at most the requester's ttl +
 // transition, that the Store's keys are changed only by Stores (no DEL by
 // hand, no CONFIG RESETSTAT between a flush and the next acquire in a slot,
-// which would hide the flush), and that keys are never evicted: run Redis
+// which would hide the flush, no SWAPDB with another database that Stores
+// use, whose epoch keys would come along), and that keys are never evicted: run Redis
 // with maxmemory-policy noeviction (every key but the epoch keys has an
 // expiry, so the volatile-* policies would evict them). SCRIPT FLUSH is
 // harmless: the next acquire loads the script again.

@@ -15,9 +15,9 @@ import (
 func TestLongHoldOutlivesRetention(t *testing.T) {
 	t.Parallel()
 	srv := privateRedis(t)
-	const keep = 3 * time.Second
+	const keep = 4 * time.Second // at least 4 × (ttl + transition): renewals are PEXPIREs
 	s := newStore(t, dial(t, srv.Addr()), srv.KeyPrefix(), redisstore.WithRetention(keep))
-	m, err := lease.NewManager(s, lease.WithTTL(200*time.Millisecond), lease.WithTransition(100*time.Millisecond))
+	m, err := lease.NewManager(s, lease.WithTTL(600*time.Millisecond), lease.WithTransition(400*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
