@@ -125,6 +125,10 @@ func TestBadInput(t *testing.T) {
 	}
 	srv := sharedRedis(t)
 	c := dial(t, srv.Addr())
+	wrapped := struct{ *redis.Client }{c} // the Store cannot tell which server owns a key
+	if _, err := redisstore.New(wrapped); !errors.Is(err, lease.ErrInvalidArgument) {
+		t.Errorf("New(%T) error %v, want ErrInvalidArgument", wrapped, err)
+	}
 	for name, opt := range map[string]redisstore.Option{
 		"prefix with {":    redisstore.WithKeyPrefix("a{b"),
 		"prefix with }":    redisstore.WithKeyPrefix("a}"),
@@ -133,6 +137,8 @@ func TestBadInput(t *testing.T) {
 		"huge handoff":     redisstore.WithHandoff(time.Hour),
 		"zero replicas":    redisstore.WithWaitReplicas(0, time.Second),
 		"zero wait":        redisstore.WithWaitReplicas(1, 0),
+		"short retention":  redisstore.WithRetention(time.Millisecond),
+		"long retention":   redisstore.WithRetention(1000 * time.Hour),
 	} {
 		if _, err := redisstore.New(c, opt); !errors.Is(err, lease.ErrInvalidArgument) {
 			t.Errorf("New with %s: error %v, want ErrInvalidArgument", name, err)
