@@ -47,9 +47,10 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 			return nil, fmt.Errorf("redisstore: renew %d leases: %w", len(reqs), errNoScript)
 		}
 		var err error
-		if fast, slow, err = b.round(ctx, fast, slow); err != nil {
+		if slow, err = b.round(ctx, fast, slow); err != nil {
 			return nil, fmt.Errorf("redisstore: renew %d leases: %w", len(reqs), err)
 		}
+		fast = nil
 	}
 	return results, nil
 }
@@ -69,10 +70,10 @@ type item struct {
 
 // round sends the PEXPIREs of fast and the renew scripts of slow in one
 // pipeline (per server, with WAIT, under [WithWaitReplicas]) and fills in
-// the results it settles. It returns what the next round must do: the
-// renewals a PEXPIRE found not held (the script reports the owner) and the
-// script calls the server did not know (loaded since).
-func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextFast, nextSlow []int, err error) {
+// the results it settles. It returns the requests the next round sends to
+// the renew script: those a PEXPIRE found not held (the script reports the
+// owner) and those of script calls the server did not know (loaded since).
+func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextSlow []int, err error) {
 	s := b.s
 	sent := time.Now()
 	pex := make([]*redis.BoolCmd, len(fast))
@@ -90,13 +91,13 @@ func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextFast, nex
 	}
 	unacked, err := s.pipeline(ctx, items)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for n, i := range fast {
 		ok, err := pex[n].Result()
 		switch {
 		case err != nil:
-			return nil, nil, err
+			return nil, err
 		case ok && unacked[n]:
 			b.results[i].Err = b.notReplicated(b.reqs[i].Mutex)
 		case ok:
@@ -114,18 +115,18 @@ func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextFast, nex
 			unknown = true
 			continue
 		} else if err != nil {
-			return nil, nil, scriptErr(err)
+			return nil, scriptErr(err)
 		}
 		if err := b.decode(c, sent, unacked[len(fast)+n]); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	if unknown {
 		if err := renewScript.Load(ctx, s.c).Err(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return nil, nextSlow, nil
+	return nextSlow, nil
 }
 
 // pipeline sends items in one pipeline (go-redis splits it by node). With
