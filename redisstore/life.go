@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Server lives. A Redis server that restarts, even from a snapshot or an
@@ -28,10 +29,10 @@ import (
 // its SHA exists on that server during that life only. EVALSHA of it costs
 // nothing extra; NOSCRIPT means a new life (or a SCRIPT FLUSH, or a slot
 // that moved to another server), and the Store asks INFO and loads the
-// script anew. INFO and SCRIPT LOAD go over
-// one connection, which a restart in between breaks, so a script can never
-// be loaded into a life other than the one it names. There is no EVAL
-// fallback for this script.
+// script anew. INFO and SCRIPT LOAD go over one connection, which a
+// restart in between breaks (it is never dialed again), so a script can
+// never be loaded into a life other than the one it names. There is no
+// EVAL fallback for this script.
 
 // node is what the Store knows of one server: the acquire script loaded
 // into its current life.
@@ -103,10 +104,10 @@ func (s *Store) acquireSHA(ctx context.Context, c *redis.Client, addr, stale str
 }
 
 // loadAcquire asks the server at c for its life and loads the acquire
-// script made for it, both over one connection.
+// script made for it, both over one connection (see pinned).
 func (s *Store) loadAcquire(ctx context.Context, c *redis.Client) (string, error) {
-	conn := c.Conn()
-	defer conn.Close()
+	conn, done := pinned(c)
+	defer done()
 	info, err := conn.Info(ctx, "server").Result()
 	if err != nil {
 		return "", err
@@ -128,6 +129,25 @@ func (s *Store) loadAcquire(ctx context.Context, c *redis.Client) (string, error
 	// asked, so every Store makes the same text for one life.
 	start := (l.nowUS/1_000_000 - l.uptime + 1) * 1000
 	return conn.ScriptLoad(ctx, acquireText(l.runID, start, !s.cfg.noGuard)).Result()
+}
+
+// pinned returns one connection to the server of c: a client of the
+// Store's own with c's options (address, dialer, credentials, TLS) and one
+// connection, pinned (a broken connection is never dialed again), and a
+// function that closes it. Not c.Conn(): go-redis v9.22 lets a Conn and its
+// client race on the shared options when they set up connections at once.
+func pinned(c *redis.Client) (*redis.Conn, func()) {
+	o := *c.Options()
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 1
+	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	o.PushNotificationProcessor = nil
+	o.ClientSideCacheConfig, o.ClientSideCache = nil, nil
+	own := redis.NewClient(&o)
+	conn := own.Conn()
+	return conn, func() {
+		_ = conn.Close()
+		_ = own.Close()
+	}
 }
 
 // acquireText is the acquire script for the life runID begun at the
