@@ -21,5 +21,6 @@ func TestTCK(t *testing.T) {
 			}
 		},
 		Synctest: true,
+		Fair:     true,
 	})
 }

@@ -3,6 +3,7 @@ package tck
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -13,10 +14,14 @@ import (
 // caseTryAcquire: TryAcquire succeeds on a free mutex and fails with
 // ErrNotAcquired while another Manager, or another goroutine of the same
 // Manager, holds it. A failed TryAcquire leaves nothing behind that delays
-// a real waiter. Release ends the lease and is idempotent, and once it has
-// returned the same Manager can take the mutex again at once.
+// a real waiter. Release ends the lease (before the waiter is granted) and
+// is idempotent, and once it has returned the same Manager can take the
+// mutex again at once.
 func caseTryAcquire(e *env) {
-	m1, m2, m3 := e.newManager(), e.newManager(), e.newManager()
+	m1, t1 := e.tappedManager()
+	e.slowRelease(t1)
+	m2 := e.newManager()
+	m3, t3 := e.tappedManager()
 	name := e.name("try")
 	l1, err := m1.TryAcquire(e.ctx, name)
 	if err != nil {
@@ -42,13 +47,8 @@ func caseTryAcquire(e *env) {
 
 	// m2's failed attempt must not absorb the hand-off meant for m3.
 	w3 := e.acquireAsync(e.ctx, m3, name)
-	time.Sleep(e.settle())
-	released := time.Now()
-	e.release(l1)
-	r3 := e.granted(w3, e.takeover(), "waiter after the release")
-	if d := r3.at.Sub(released); d >= e.prompt() {
-		e.t.Errorf("hand-off to a waiter took %v, want < %v: did a failed TryAcquire leave a queue entry?", d, e.prompt())
-	}
+	e.waitLost(t3, name, m3.ID())
+	r3 := e.handOff(l1, w3, t3, m3.ID(), "waiter after a failed TryAcquire of another Manager")
 	e.checkEnded(l1, lease.ErrReleased)
 	if err := l1.Release(e.ctx); err != nil {
 		e.t.Errorf("second Release: %v, want nil", err)
@@ -86,8 +86,8 @@ func caseCancelWhileWaiting(e *env) {
 	l1 := e.acquire(m1, name)
 
 	timeout := e.ttl / 5
+	start := time.Now() // before the deadline is set: the wait is at least timeout
 	ctx, cancel := context.WithTimeout(e.ctx, timeout)
-	start := time.Now()
 	_, err := m2.Acquire(ctx, name)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lease.ErrNotAcquired) {
@@ -146,9 +146,10 @@ func caseCancelWhileWaiting(e *env) {
 
 // caseTokensIncrease: tokens grow strictly with every grant — several
 // Managers, the same Manager twice, a raw grant in between — and stay the
-// same across renewals and an idempotent re-Acquire.
+// same across renewals (about one per ttl/3) and an idempotent re-Acquire.
 func caseTokensIncrease(e *env) {
-	ms := []*lease.Manager{e.newManager(), e.newManager(), e.newManager()}
+	m0, t0 := e.tappedManager()
+	ms := []*lease.Manager{m0, e.newManager(), e.newManager()}
 	raw := e.client()
 	ghost := ghostID()
 	name := e.name("tokens")
@@ -186,7 +187,9 @@ func caseTokensIncrease(e *env) {
 	if l.Token() <= last {
 		e.t.Errorf("grant after the loop has token %d after %d", l.Token(), last)
 	}
+	from := time.Now()
 	time.Sleep(e.ttl + e.transition + e.ttl/2) // several renewals
+	e.checkRenewals(t0, name, m0.ID(), l.Token(), from, time.Now())
 	if !l.Held() || l.Token() != l.Owner().Token {
 		e.t.Fatalf("after renewals: Held() = %v, Owner() = %+v, Token() = %d", l.Held(), l.Owner(), l.Token())
 	}
@@ -200,36 +203,60 @@ func caseTokensIncrease(e *env) {
 }
 
 // caseReleaseWakesWaiter: a release hands the mutex to a waiting Manager
-// far sooner than its polling would (< ttl/2), and likewise to a waiting
-// goroutine of the same Manager, each time under a new token.
+// far sooner than its polling would (< ttl/2), then to the other waiting
+// Manager, then to a waiting goroutine of the same Manager, each time under
+// a new token, and only once the released lease's context has ended. With
+// a fair store (Harness.Fair) the Manager that began waiting first is
+// served first.
 func caseReleaseWakesWaiter(e *env) {
-	m1, m2 := e.newManager(), e.newManager()
+	m1, t1 := e.tappedManager()
+	e.slowRelease(t1)
+	ms, ts := make([]*lease.Manager, 2), make([]*tap, 2)
+	ws := make([]<-chan acquired, 2)
 	name := e.name("wake")
 	l1 := e.acquire(m1, name)
-	w := e.acquireAsync(e.ctx, m2, name)
-	time.Sleep(e.settle())
-	released := time.Now()
-	e.release(l1)
-	r := e.granted(w, e.takeover(), "waiter of another Manager")
-	if d := r.at.Sub(released); d >= e.prompt() {
-		e.t.Errorf("hand-off to another Manager took %v, want < %v (ttl/2): are waiters woken on release?", d, e.prompt())
-	}
-	if r.l.Token() <= l1.Token() {
-		e.t.Errorf("hand-off token %d after %d, want greater", r.l.Token(), l1.Token())
+	for i := range ms {
+		ms[i], ts[i] = e.tappedManager()
+		ws[i] = e.acquireAsync(e.ctx, ms[i], name)
+		e.waitLost(ts[i], name, ms[i].ID()) // in order: the first waits longest
 	}
 
-	w2 := e.acquireAsync(e.ctx, m2, name)
+	// Whoever is granted first, the release must end l1 before.
+	twos := []*atomic.Bool{liveAtGrant(ts[0], ms[0].ID(), name, l1.Context), liveAtGrant(ts[1], ms[1].ID(), name, l1.Context)}
+	released := time.Now()
+	e.release(l1)
+	var first acquired
+	i := 0
+	select {
+	case first = <-ws[0]:
+	case first = <-ws[1]:
+		i = 1
+	case <-time.After(e.takeover()):
+		e.t.Fatalf("no waiter was granted the mutex within %v of the release", e.takeover())
+	}
+	if first.err != nil {
+		e.t.Fatalf("waiter %d after the release: %v", i+1, first.err)
+	}
+	if d := first.at.Sub(released); d >= e.prompt() {
+		e.t.Errorf("hand-off to another Manager took %v, want < %v (ttl/2): are waiters woken on release?", d, e.prompt())
+	}
+	if twos[i].Load() {
+		e.t.Errorf("a waiter was granted while the released lease's context was live: a lease must end before its release is sent")
+	}
+	if e.h.Fair && i != 0 {
+		e.t.Errorf("the Manager that began waiting second was served first: the store claims a fair queue (Harness.Fair)")
+	}
+	if first.l.Token() <= l1.Token() {
+		e.t.Errorf("hand-off token %d after %d, want greater", first.l.Token(), l1.Token())
+	}
+
+	j := 1 - i
+	second := e.handOff(first.l, ws[j], ts[j], ms[j].ID(), "the other waiting Manager")
+
+	local := e.acquireAsync(e.ctx, ms[j], name)
 	time.Sleep(e.settle())
-	released = time.Now()
+	r := e.handOff(second.l, local, ts[j], ms[j].ID(), "a waiting goroutine of the same Manager")
 	e.release(r.l)
-	r2 := e.granted(w2, e.takeover(), "waiting goroutine of the same Manager")
-	if d := r2.at.Sub(released); d >= e.prompt() {
-		e.t.Errorf("hand-off within one Manager took %v, want < %v", d, e.prompt())
-	}
-	if r2.l.Token() <= r.l.Token() {
-		e.t.Errorf("a new local holder has token %d after %d: every grant needs a greater token", r2.l.Token(), r.l.Token())
-	}
-	e.release(r2.l)
 }
 
 // caseWatch: an observer that does not contend sees the owner change on

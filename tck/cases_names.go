@@ -66,9 +66,13 @@ func oddNames(tag string) []string {
 // or a Get name the wrong owner. Then a release hands some of the odd
 // names to a waiter promptly, so notifications encode names as keys do.
 func caseOddNames(e *env) {
-	m := []*lease.Manager{e.newManager(), e.newManager()}
+	tag := randHex()
+	ids := []string{longID(tag, "a"), longID(tag, "b")} // differ in their last byte only
+	m0 := e.manager(e.client(), lease.WithContenderID(ids[0]))
+	m1, t1 := e.tappedManager(lease.WithContenderID(ids[1]))
+	m := []*lease.Manager{m0, m1}
 	raw := e.client()
-	names := oddNames(randHex())
+	names := oddNames(tag)
 	for _, n := range names {
 		if err := lease.ValidateName(n); err != nil {
 			e.t.Fatalf("tck bug: odd name %q is invalid: %v", n, err)
@@ -113,12 +117,7 @@ func caseOddNames(e *env) {
 		l := e.acquire(m[0], n)
 		w := e.acquireAsync(e.ctx, m[1], n)
 		time.Sleep(e.settle())
-		released := time.Now()
-		e.release(l)
-		r := e.granted(w, e.takeover(), fmt.Sprintf("waiter for %q", n))
-		if d := r.at.Sub(released); d >= e.prompt() {
-			e.t.Errorf("hand-off of %q took %v, want < %v: are wake-ups encoded like the name?", n, d, e.prompt())
-		}
+		r := e.handOff(l, w, t1, m[1].ID(), fmt.Sprintf("waiter for %q (are wake-ups encoded like the name? are long contender ids kept whole?)", n))
 		e.release(r.l)
 	}
 }

@@ -9,53 +9,94 @@ import (
 )
 
 // Holders cut off from the store (Backend.Partitioned): RELIABILITY.md I3,
-// I4 and I5, scenarios S1 and S4. All times are read on the one clock of
-// this process, so "before" is exact.
+// I4 and I5, scenarios S1, S4 and S10. All times are read on the one clock
+// of this process, so "before" is exact.
+//
+// Each case cuts its holder at an exact point of the protocol, which the
+// holder's tap picks out: at the sending of its first renewal (so the
+// grant's end was set by the Acquire), or at the reply of its first
+// renewal that succeeded, sent while its replies came back slowly (so the
+// grant's end was set by a renewal, and a deadline counted from a reply
+// would lie too late). Hung calls either ignore their context (as a client
+// that does not watch it) or return when it ends (as real clients do).
+// Meanwhile a prober reads the mutex from another client: no read answered
+// before the holder's deadline may find the grant gone.
 
-// casePartitionedHolder: a holder whose store calls hang is told of the
-// loss (Done, ErrLost) strictly before the waiter's winning Acquire is even
-// sent; the waiter takes over within the takeover bound under a greater
-// token; after healing, the old holder's late calls disturb nobody, its
-// Release reports ErrLost, and it does not hold the mutex again.
-func casePartitionedHolder(e *env) {
-	ps, part := e.partitioned()
-	a := e.manager(ps)
-	bs, grants := observed(e.client())
-	b := e.manager(bs)
-	raw := e.client()
+// cutPlan says when a holder is cut off and how its hung calls behave.
+type cutPlan struct {
+	renewed bool // at the reply of the first renewal that succeeded, replies slowed first
+	honour  bool // hung calls return when their context ends
+}
+
+// holderTap returns the holder's tap and the options of its Manager.
+func (e *env) holderTap(plan cutPlan, name string) (*tap, []lease.Option) {
+	t := e.partitioned(plan.honour)
+	var opts []lease.Option
+	if plan.renewed {
+		t.delay = e.slowReply()
+		// The slow replies come within each call's context.
+		opts = append(opts, lease.WithCallTimeout(e.ttl))
+	}
+	t.trigger = func(c *call, replied bool) bool { // runs under t.mu
+		if c.op != opRenew || c.mutex != name {
+			return false
+		}
+		if plan.renewed {
+			if replied && c.err == nil {
+				t.delay = 0 // slow until the cut, prompt once healed
+				return true
+			}
+			return false
+		}
+		return !replied
+	}
+	return t, opts
+}
+
+func casePartitionedHolder(e *env)        { partitionedHolder(e, cutPlan{honour: true}) }
+func casePartitionedHolderRenewed(e *env) { partitionedHolder(e, cutPlan{renewed: true}) }
+func casePartitionedLeader(e *env)        { partitionedLeader(e, cutPlan{}) }
+func casePartitionedLeaderRenewed(e *env) { partitionedLeader(e, cutPlan{renewed: true, honour: true}) }
+
+// partitionedHolder: a holder whose store calls hang is told of the loss
+// (Done, ErrLost) strictly before the waiter's winning Acquire is even
+// sent, and the store keeps its grant at least until its deadline; the
+// waiter takes over within the takeover bound under a greater token; after
+// healing, the old holder's late calls disturb nobody, its Release reports
+// ErrLost, and it does not hold the mutex again until it acquires anew;
+// then it holds, renews and releases as before.
+func partitionedHolder(e *env, plan cutPlan) {
 	name := e.name("holder")
+	at, opts := e.holderTap(plan, name)
+	a := e.manager(at.client(), opts...)
+	b, bt := e.tappedManager()
+	raw := e.client()
 
 	la := e.acquire(a, name)
-	doneAt := make(chan time.Time, 1)
-	go func() {
-		<-la.Done()
-		doneAt <- time.Now()
-	}()
+	two := liveAtGrant(bt, b.ID(), name, la.Context)
 	wb := e.acquireAsync(e.ctx, b, name)
-	time.Sleep(e.settle())
-	cut := time.Now()
-	part.Cut()
+	p := e.probe(raw, name)
+	cut := e.firstCut(at, e.takeover(), "the cut at the holder's first renewal")
 
 	rb := e.granted(wb, e.takeover(), "takeover from a holder cut off from the store")
-	if !closed(la.Done()) {
-		e.t.Fatalf("the waiter was granted the mutex %v after the cut while the cut-off holder's lease is live: two holders",
+	probes := p.halt()
+	if two.Load() || !closed(la.Done()) {
+		e.t.Fatalf("the waiter was granted the mutex %v after the cut while the cut-off holder's lease was live: two holders",
 			rb.at.Sub(cut))
 	}
-	done := recv(e, doneAt, e.prompt(), "the cut-off holder's Done")
-	sent, ok := grants.sentAt(rb.l.Token())
-	switch {
-	case !ok:
+	if _, live, ok := bt.grantSent(b.ID(), rb.l.Token()); !ok {
 		e.t.Errorf("no Acquire of the new holder returned its grant (token %d)", rb.l.Token())
-	case !done.Before(sent):
-		e.t.Errorf("the cut-off holder was told of its loss %v after the cut, the new holder's winning Acquire was sent %v after it: the holder must be told first",
-			done.Sub(cut), sent.Sub(cut))
+	} else if live {
+		e.t.Errorf("the new holder's winning Acquire was sent while the cut-off holder's lease was live: the holder must be told first")
 	}
+	e.checkOutlasts(probes, a.ID(), la.Deadline(), cut)
+	e.checkDeadline("the cut-off holder", la, at)
 	e.checkEnded(la, lease.ErrLost)
 	if rb.l.Token() <= la.Token() {
 		e.t.Errorf("takeover token %d, the cut-off holder had %d; want greater", rb.l.Token(), la.Token())
 	}
 
-	part.Heal()
+	at.Heal()
 	time.Sleep(e.ttl) // the old holder's hung calls land now
 	ctx, cancel := context.WithTimeout(e.ctx, e.takeover())
 	defer cancel()
@@ -76,49 +117,54 @@ func casePartitionedHolder(e *env) {
 		e.t.Errorf("TryAcquire by the healed Manager while another holds the mutex = %v, %v; want ErrNotAcquired", l, err)
 	}
 	e.release(rb.l)
+
+	// The healed client works: it holds, renews and releases again.
+	l := e.acquire(a, name)
+	e.waitCall(at, e.ttl, "a renewal through the healed client", func(c call) bool {
+		return c.op == opRenew && c.mutex == name && c.token == l.Token() && c.err == nil
+	})
+	e.release(l)
 }
 
-// casePartitionedLeader: a leader whose store calls hang has its
-// OnAcquired context cancelled before the next leader's winning Acquire is
-// sent, and its OnReleased called before the next leader's OnAcquired,
-// without waiting for the hung calls. After healing it contends again as a
-// follower and leads again when the new leader stops.
-func casePartitionedLeader(e *env) {
-	ps, part := e.partitioned()
-	a := e.manager(ps)
-	bs, grants := observed(e.client())
-	b := e.manager(bs)
+// partitionedLeader: a leader whose store calls hang has its OnAcquired
+// context cancelled before the next leader's winning Acquire is sent, and
+// its OnReleased called before the next leader's OnAcquired, without
+// waiting for the hung calls; the store keeps its grant at least until its
+// deadline. After healing it contends again as a follower and leads (and
+// renews) again when the new leader stops.
+func partitionedLeader(e *env, plan cutPlan) {
 	name := e.name("leader")
+	at, opts := e.holderTap(plan, name)
+	a := e.manager(at.client(), opts...)
+	b, bt := e.tappedManager()
+	raw := e.client()
 
 	ca, ra := e.contend(a, name)
 	aa := ra.next(e, e.takeover(), "OnAcquired of the first leader")
+	two := liveAtGrant(bt, b.ID(), name, func() context.Context { return aa.ctx })
 	cb, rb := e.contend(b, name)
-	time.Sleep(e.settle())
-	cut := time.Now()
-	part.Cut()
+	p := e.probe(raw, name)
+	cut := e.firstCut(at, e.takeover(), "the cut at the leader's first renewal")
 
 	ab := rb.next(e, e.takeover(), "OnAcquired of the next leader after the first was cut off")
-	select {
-	case ended := <-ra.ended:
-		if sent, ok := grants.sentAt(ab.l.Token()); !ok {
-			e.t.Errorf("no Acquire of the new leader returned its grant (token %d)", ab.l.Token())
-		} else if !ended.Before(sent) {
-			e.t.Errorf("the cut-off leader's context ended %v after the cut, the new leader's winning Acquire was sent %v after it",
-				ended.Sub(cut), sent.Sub(cut))
-		}
-	default:
-		e.t.Fatalf("the next leader's OnAcquired ran while the cut-off leader's context was live: two leaders")
+	probes := p.halt()
+	if two.Load() || aa.ctx.Err() == nil {
+		e.t.Fatalf("the next leader was granted the mutex %v after the cut while the cut-off leader's context was live: two leaders",
+			ab.at.Sub(cut))
 	}
-	select {
-	case rel := <-ra.released:
-		if !rel.at.Before(ab.at) {
-			e.t.Errorf("the cut-off leader's OnReleased ran %v after the next leader's OnAcquired", rel.at.Sub(ab.at))
-		}
-		if rel.prev.Token != aa.l.Token() {
-			e.t.Errorf("OnReleased with token %d, want %d", rel.prev.Token, aa.l.Token())
-		}
-	default:
-		e.t.Errorf("the cut-off leader's OnReleased had not run when the next leader's OnAcquired ran: it must not wait for hung store calls")
+	if _, live, ok := bt.grantSent(b.ID(), ab.l.Token()); !ok {
+		e.t.Errorf("no Acquire of the new leader returned its grant (token %d)", ab.l.Token())
+	} else if live {
+		e.t.Errorf("the new leader's winning Acquire was sent while the cut-off leader's context was live: it must end first")
+	}
+	e.checkOutlasts(probes, a.ID(), aa.l.Deadline(), cut)
+	e.checkDeadline("the cut-off leader", aa.l, at)
+	rel := recv(e, ra.released, e.prompt(), "OnReleased of the cut-off leader")
+	if !rel.at.Before(ab.at) {
+		e.t.Errorf("the cut-off leader's OnReleased ran %v after the next leader's OnAcquired: it must not wait for hung store calls", rel.at.Sub(ab.at))
+	}
+	if rel.prev.Token != aa.l.Token() {
+		e.t.Errorf("OnReleased with token %d, want %d", rel.prev.Token, aa.l.Token())
 	}
 	if ca.Leading() || !errors.Is(aa.l.Err(), lease.ErrLost) {
 		e.t.Errorf("cut-off leader: Leading() = %v, lease Err() = %v; want false, ErrLost", ca.Leading(), aa.l.Err())
@@ -127,7 +173,7 @@ func casePartitionedLeader(e *env) {
 		e.t.Errorf("next leader's token %d after %d, want greater", ab.l.Token(), aa.l.Token())
 	}
 
-	part.Heal()
+	at.Heal()
 	time.Sleep(e.ttl) // the old leader's hung calls land now
 	if !cb.Leading() || ca.Leading() || len(ra.acquired) != 0 {
 		e.t.Errorf("after healing: new leader Leading() = %v, old leader Leading() = %v, old leader OnAcquired calls = %d; want true, false, 0",
@@ -138,6 +184,9 @@ func casePartitionedLeader(e *env) {
 	if again.l.Token() <= ab.l.Token() {
 		e.t.Errorf("the healed contender leads with token %d after %d, want greater", again.l.Token(), ab.l.Token())
 	}
+	e.waitCall(at, e.ttl, "a renewal of the healed contender's grant", func(c call) bool {
+		return c.op == opRenew && c.mutex == name && c.token == again.l.Token() && c.err == nil
+	})
 	e.stop(ca)
 	ra.verify(e, a.ID())
 	rb.verify(e, b.ID())

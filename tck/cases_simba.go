@@ -87,25 +87,29 @@ func caseRestart(e *env) {
 	}
 }
 
-// caseGuard: a leader stays the leader through several renewals (longer
-// than ttl + transition) with the same token and a deadline that moves on.
+// caseGuard: a leader stays the leader through renewals (for 3 ttl, longer
+// than ttl + transition) with the same token and a deadline that moves on;
+// it renews about every ttl/3, and the renewed grant runs for ttl, then
+// transition.
 func caseGuard(e *env) {
-	m := e.newManager()
+	m, mt := e.tappedManager()
 	raw := e.client()
 	name := e.name("guard")
 	c, r := e.contend(m, name)
 	a := r.next(e, e.takeover(), "OnAcquired")
 	token, deadline0 := a.l.Token(), a.l.Deadline()
 
-	hold := e.ttl + e.transition + e.ttl/2
+	from := time.Now()
 	select {
 	case <-a.ctx.Done():
 		e.t.Fatalf("leadership ended while guarded, cause %v", context.Cause(a.ctx))
-	case <-time.After(hold):
+	case <-time.After(3 * e.ttl):
 	}
+	e.checkRenewals(mt, name, m.ID(), token, from, time.Now())
+	e.checkDeadline("the guarded leader", a.l, mt)
 
 	if !c.Leading() || !a.l.Held() || a.l.Err() != nil {
-		e.t.Fatalf("after %v: Leading() = %v, Held() = %v, Err() = %v; want a renewed lease", hold, c.Leading(), a.l.Held(), a.l.Err())
+		e.t.Fatalf("after %v: Leading() = %v, Held() = %v, Err() = %v; want a renewed lease", 3*e.ttl, c.Leading(), a.l.Held(), a.l.Err())
 	}
 	if a.l.Token() != token || a.l.Owner().Token != token || a.l.Owner().ID != m.ID() {
 		e.t.Errorf("after renewals: Token() = %d, Owner() = %+v; want token %d of %s", a.l.Token(), a.l.Owner(), token, m.ID())
@@ -141,10 +145,13 @@ func caseGuard(e *env) {
 
 // caseMultiContend: ten Managers contend for one mutex. A counter is
 // incremented in OnAcquired (must read 1) and decremented in OnReleased
-// (must read 0), also while the Contenders stop one by one; at the end of
-// the contention exactly one leads, and everyone who knows an owner names
-// that one. Half the leaders return from OnAcquired at once, half work
-// until their context ends.
+// (must read 0), also while the Contenders stop: the leader first (its
+// callbacks finish their work for a while after its context ended, and the
+// next leader must not start before they return), then the others in
+// reverse order. At the end of the contention exactly one leads, and
+// everyone who knows an owner names that one. Half the leaders return from
+// OnAcquired at once, half work until their context ends. The followers'
+// polls are spread by jitter: they do not all come at the same instant.
 func caseMultiContend(e *env) {
 	const n = 10
 	name := e.name("multi")
@@ -159,10 +166,13 @@ func caseMultiContend(e *env) {
 		violations = append(violations, fmt.Sprintf(format, args...))
 		mu.Unlock()
 	}
+	linger := e.ttl / 20 // work a leader finishes after its context ended
 	ms := make([]*lease.Manager, n)
+	taps := make([]*tap, n)
 	cs := make([]*lease.Contender, n)
+	start := time.Now()
 	for i := range n {
-		ms[i] = e.newManager()
+		ms[i], taps[i] = e.tappedManager()
 		work := i%2 == 0
 		c, err := ms[i].Contend(name, lease.Callbacks{
 			OnAcquired: func(ctx context.Context, l *lease.Lease) {
@@ -177,9 +187,11 @@ func caseMultiContend(e *env) {
 				mu.Unlock()
 				if work {
 					<-ctx.Done()
+					time.Sleep(linger)
 				}
 			},
 			OnReleased: func(prev lease.Owner) {
+				time.Sleep(linger)
 				if v := count.Add(-1); v != 0 {
 					violate("OnReleased of contender %d: counter is %d, want 0", i, v)
 				}
@@ -222,8 +234,18 @@ func caseMultiContend(e *env) {
 	} else if len(leaders) == 1 && leaders[0] != matches {
 		e.t.Errorf("the observed owner is contender %d but contender %d leads", matches, leaders[0])
 	}
+	e.checkJitter(polls(taps, name, start.Add((e.ttl+e.transition)/2), time.Now(), false))
 
-	for i := n - 1; i >= 0; i-- { // as Simba: stop in reverse order
+	order := make([]int, 0, n) // the leader first, then as Simba: in reverse order
+	if len(leaders) == 1 {
+		order = append(order, leaders[0])
+	}
+	for i := n - 1; i >= 0; i-- {
+		if len(leaders) != 1 || i != leaders[0] {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
 		e.stop(cs[i])
 	}
 	if v := count.Load(); v != 0 {
@@ -233,113 +255,5 @@ func caseMultiContend(e *env) {
 	defer mu.Unlock()
 	for _, v := range violations {
 		e.t.Errorf("violation: %s", v)
-	}
-}
-
-// caseSchedule: Schedule with FixedDelay runs work on the leader only, with
-// at least the period between runs; Running is true from Schedule to Stop;
-// Stop cancels a running work's context and waits for it to return; the
-// other Manager's Scheduler then takes over; nothing runs after both
-// stopped, and no two runs ever overlap.
-func caseSchedule(e *env) {
-	m1, m2 := e.newManager(), e.newManager()
-	name := e.name("schedule")
-	period := e.ttl / 4
-	type run struct {
-		who        string
-		start, end time.Time
-	}
-	var (
-		mu       sync.Mutex
-		runs     []run
-		active   atomic.Int32
-		overlaps atomic.Int32
-		returned atomic.Bool // the blocking run of m1 has seen its ctx end
-	)
-	started := make(chan string, 1024)
-	blocking := make(chan struct{}) // closed: m1's next run works until its ctx ends
-	blocked := make(chan struct{}, 1)
-	work := func(who string, canBlock bool) func(context.Context) error {
-		return func(ctx context.Context) error {
-			if active.Add(1) != 1 {
-				overlaps.Add(1)
-			}
-			r := run{who: who, start: time.Now()}
-			started <- who
-			if canBlock && closed(blocking) {
-				select {
-				case blocked <- struct{}{}:
-				default:
-				}
-				<-ctx.Done()
-				returned.Store(true)
-			}
-			r.end = time.Now()
-			mu.Lock()
-			runs = append(runs, r)
-			mu.Unlock()
-			active.Add(-1)
-			return nil
-		}
-	}
-	schedule := func(m *lease.Manager, canBlock bool) *lease.Scheduler {
-		s, err := lease.Schedule(m, name, lease.FixedDelay(period), work(m.ID(), canBlock))
-		if err != nil {
-			e.t.Fatalf("Schedule: %v", err)
-		}
-		if !s.Running() {
-			e.t.Errorf("Running() = false right after Schedule")
-		}
-		return s
-	}
-
-	s1 := schedule(m1, true)
-	for i := range 3 {
-		if who := recv(e, started, e.takeover(), fmt.Sprintf("run %d", i+1)); who != m1.ID() {
-			e.t.Fatalf("run %d by %s, want the only scheduler %s", i+1, who, m1.ID())
-		}
-	}
-	s2 := schedule(m2, false)
-	time.Sleep(2 * period) // the follower must stay idle meanwhile
-	close(blocking)
-	recv(e, blocked, 2*period+e.prompt(), "m1's next run")
-	stopBegan := time.Now()
-	e.stopScheduler(s1)
-	stopped := time.Now()
-	if !returned.Load() {
-		e.t.Errorf("Stop returned before the running work returned")
-	}
-	for recv(e, started, e.takeover(), "a run of the second scheduler after the first stopped") != m2.ID() {
-	}
-	e.stopScheduler(s2)
-	if err := s1.Stop(e.ctx); err != nil {
-		e.t.Errorf("second Stop: %v", err)
-	}
-	for len(started) > 0 {
-		<-started
-	}
-	time.Sleep(2 * period)
-	if len(started) > 0 {
-		e.t.Errorf("work ran after both schedulers stopped")
-	}
-
-	if n := overlaps.Load(); n != 0 {
-		e.t.Errorf("%d runs overlapped another run", n)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, r := range runs {
-		if r.who == m1.ID() && r.start.After(stopped) {
-			e.t.Errorf("%s ran %v after its Stop returned", r.who, r.start.Sub(stopped))
-		}
-		if r.who == m2.ID() && r.start.Before(stopBegan) {
-			e.t.Errorf("%s ran while %s led", r.who, m1.ID())
-		}
-	}
-	for i := 1; i < len(runs); i++ {
-		prev, cur := runs[i-1], runs[i]
-		if prev.who == cur.who && cur.start.Sub(prev.end) < period*9/10 {
-			e.t.Errorf("FixedDelay(%v): a run of %s started %v after the previous one ended", period, cur.who, cur.start.Sub(prev.end))
-		}
 	}
 }

@@ -2,7 +2,7 @@ package tck
 
 import (
 	"context"
-	"sync"
+	"fmt"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -23,117 +23,67 @@ import (
 // The returned client implements [lease.Watcher] and [lease.BatchRenewer]
 // exactly when s does.
 func Cuttable(s lease.Store) (lease.Store, Partition) {
-	g := &gate{}
-	return wrap(s, g, nil), g
+	t := newTap(s)
+	t.logging = false
+	return t.client(), t
 }
 
-// gate is a Partition: calls pass it freely unless it is cut.
-type gate struct {
-	mu  sync.Mutex
-	cut chan struct{} // non-nil while cut; closed by Heal
-}
-
-// Cut implements Partition.
-func (g *gate) Cut() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.cut == nil {
-		g.cut = make(chan struct{})
-	}
-}
-
-// Heal implements Partition.
-func (g *gate) Heal() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.cut != nil {
-		close(g.cut)
-		g.cut = nil
-	}
-}
-
-// pass waits while the gate is cut.
-func (g *gate) pass() {
-	g.mu.Lock()
-	c := g.cut
-	g.mu.Unlock()
-	if c != nil {
-		<-c
-	}
-}
-
-func (g *gate) isCut() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.cut != nil
-}
-
-// wrapper forwards the Store port through a gate and reports grants.
-type wrapper struct {
-	s       lease.Store
-	g       *gate
-	onGrant func(contender string, sent time.Time, rec lease.Record) // may be nil
-}
-
-// wrap returns w with exactly the optional capabilities of s.
-func wrap(s lease.Store, g *gate, onGrant func(string, time.Time, lease.Record)) lease.Store {
-	w := &wrapper{s: s, g: g, onGrant: onGrant}
-	_, watch := s.(lease.Watcher)
-	_, batch := s.(lease.BatchRenewer)
+// client returns the tap as a Store with exactly the optional capabilities
+// of the wrapped client.
+func (t *tap) client() lease.Store {
+	_, watch := t.s.(lease.Watcher)
+	_, batch := t.s.(lease.BatchRenewer)
 	switch {
 	case watch && batch:
-		return watchBatchWrapper{w}
+		return watchBatchClient{t}
 	case watch:
-		return watchWrapper{w}
+		return watchClient{t}
 	case batch:
-		return batchWrapper{w}
+		return batchClient{t}
 	}
-	return w
+	return t
 }
 
 // Acquire implements lease.Store.
-func (w *wrapper) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
-	sent := time.Now()
-	w.g.pass()
-	rec, err := w.s.Acquire(ctx, mutex, contender, ttl, transition)
-	w.g.pass()
-	if err == nil && rec.Held(contender) && w.onGrant != nil {
-		w.onGrant(contender, sent, rec)
-	}
-	return rec, err
+func (t *tap) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	return t.do(ctx, call{op: opAcquire, mutex: mutex, contender: contender}, func(ctx context.Context) (lease.Record, error) {
+		return t.s.Acquire(ctx, mutex, contender, ttl, transition)
+	})
 }
 
 // Renew implements lease.Store.
-func (w *wrapper) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
-	w.g.pass()
-	rec, err := w.s.Renew(ctx, mutex, contender, token, ttl, transition)
-	w.g.pass()
-	return rec, err
+func (t *tap) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+	return t.do(ctx, call{op: opRenew, mutex: mutex, contender: contender, token: token}, func(ctx context.Context) (lease.Record, error) {
+		return t.s.Renew(ctx, mutex, contender, token, ttl, transition)
+	})
 }
 
 // Release implements lease.Store.
-func (w *wrapper) Release(ctx context.Context, mutex, contender string, token uint64) error {
-	w.g.pass()
-	err := w.s.Release(ctx, mutex, contender, token)
-	w.g.pass()
+func (t *tap) Release(ctx context.Context, mutex, contender string, token uint64) error {
+	_, err := t.do(ctx, call{op: opRelease, mutex: mutex, contender: contender, token: token}, func(ctx context.Context) (lease.Record, error) {
+		return lease.Record{}, t.s.Release(ctx, mutex, contender, token)
+	})
 	return err
 }
 
 // Get implements lease.Store.
-func (w *wrapper) Get(ctx context.Context, mutex string) (lease.Record, error) {
-	w.g.pass()
-	rec, err := w.s.Get(ctx, mutex)
-	w.g.pass()
-	return rec, err
+func (t *tap) Get(ctx context.Context, mutex string) (lease.Record, error) {
+	return t.do(ctx, call{op: opGet, mutex: mutex}, func(ctx context.Context) (lease.Record, error) {
+		return t.s.Get(ctx, mutex)
+	})
 }
 
 // watch relays the events of the wrapped Watcher, dropping those that
-// arrive while the gate is cut. The relay ends with ctx or the wrapped
+// arrive while the tap is cut. The relay ends with ctx or the wrapped
 // subscription.
-func (w *wrapper) watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	w.g.pass()
-	in, err := w.s.(lease.Watcher).Watch(ctx, mutex, contender)
-	w.g.pass()
+func (t *tap) watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
+	if err := t.pass(ctx); err != nil {
+		return nil, err
+	}
+	in, err := t.s.(lease.Watcher).Watch(ctx, mutex, contender)
+	if perr := t.pass(ctx); perr != nil {
+		return nil, perr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +96,7 @@ func (w *wrapper) watch(ctx context.Context, mutex, contender string) (<-chan le
 				if !ok {
 					return
 				}
-				if w.g.isCut() {
+				if t.isCut() {
 					continue
 				}
 				select {
@@ -162,66 +112,72 @@ func (w *wrapper) watch(ctx context.Context, mutex, contender string) (<-chan le
 	return out, nil
 }
 
-func (w *wrapper) renewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
-	w.g.pass()
-	res, err := w.s.(lease.BatchRenewer).RenewMany(ctx, reqs)
-	w.g.pass()
-	return res, err
-}
-
-type watchWrapper struct{ *wrapper }
-
-// Watch implements lease.Watcher.
-func (w watchWrapper) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	return w.watch(ctx, mutex, contender)
-}
-
-type batchWrapper struct{ *wrapper }
-
-// RenewMany implements lease.BatchRenewer.
-func (w batchWrapper) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
-	return w.renewMany(ctx, reqs)
-}
-
-type watchBatchWrapper struct{ *wrapper }
-
-// Watch implements lease.Watcher.
-func (w watchBatchWrapper) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	return w.watch(ctx, mutex, contender)
-}
-
-// RenewMany implements lease.BatchRenewer.
-func (w watchBatchWrapper) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
-	return w.renewMany(ctx, reqs)
-}
-
-// grantLog records, per token, the earliest time an Acquire that returned
-// that grant was sent: the grant cannot have been made on the server
-// before then.
-type grantLog struct {
-	mu   sync.Mutex
-	sent map[uint64]time.Time
-}
-
-// observed returns a client of s whose grants are recorded in a grantLog.
-func observed(s lease.Store) (lease.Store, *grantLog) {
-	gl := &grantLog{sent: make(map[uint64]time.Time)}
-	return wrap(s, &gate{}, gl.record), gl
-}
-
-func (gl *grantLog) record(_ string, sent time.Time, rec lease.Record) {
-	gl.mu.Lock()
-	defer gl.mu.Unlock()
-	if t, ok := gl.sent[rec.Token]; !ok || sent.Before(t) {
-		gl.sent[rec.Token] = sent
+// renewMany sends a batch as one call; each request is logged as a Renew
+// and passes the triggers and hooks on its own.
+func (t *tap) renewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
+	calls := make([]call, len(reqs))
+	for i, r := range reqs {
+		calls[i] = call{op: opRenew, mutex: r.Mutex, contender: r.Contender, token: r.Token, sent: time.Now()}
+		t.sending(&calls[i])
 	}
+	fail := func(err error) ([]lease.RenewResult, error) {
+		for _, c := range calls {
+			t.done(c, lease.Record{}, err, false)
+		}
+		return nil, err
+	}
+	if err := t.pass(ctx); err != nil {
+		return fail(err)
+	}
+	var res []lease.RenewResult
+	_, err := t.run(ctx, func(ctx context.Context) (lease.Record, error) {
+		var err error
+		res, err = t.s.(lease.BatchRenewer).RenewMany(ctx, reqs)
+		return lease.Record{}, err
+	})
+	if werr := t.wait(ctx, opRenew); werr != nil {
+		return fail(werr)
+	}
+	if perr := t.pass(ctx); perr != nil {
+		return fail(perr)
+	}
+	if err == nil && len(res) != len(reqs) {
+		err = fmt.Errorf("tck: RenewMany returned %d results for %d requests", len(res), len(reqs))
+	}
+	if err != nil {
+		for _, c := range calls {
+			t.done(c, lease.Record{}, err, true)
+		}
+		return res, err
+	}
+	for i, c := range calls {
+		t.done(c, res[i].Record, res[i].Err, true)
+	}
+	return res, nil
 }
 
-// sentAt returns when the first Acquire that returned the grant with token
-// was sent.
-func (gl *grantLog) sentAt(token uint64) (time.Time, bool) {
-	gl.mu.Lock()
-	defer gl.mu.Unlock()
-	t, ok := gl.sent[token]
-	return t, ok
+type watchClient struct{ *tap }
+
+// Watch implements lease.Watcher.
+func (c watchClient) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
+	return c.watch(ctx, mutex, contender)
+}
+
+type batchClient struct{ *tap }
+
+// RenewMany implements lease.BatchRenewer.
+func (c batchClient) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
+	return c.renewMany(ctx, reqs)
+}
+
+type watchBatchClient struct{ *tap }
+
+// Watch implements lease.Watcher.
+func (c watchBatchClient) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
+	return c.watch(ctx, mutex, contender)
+}
+
+// RenewMany implements lease.BatchRenewer.
+func (c watchBatchClient) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
+	return c.renewMany(ctx, reqs)
 }

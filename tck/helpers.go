@@ -3,8 +3,6 @@ package tck
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -111,14 +109,64 @@ func (e *env) rawGet(s lease.Store, name string) lease.Record {
 	return rec
 }
 
+// round is the rounding a store may apply to the durations it reports
+// (milliseconds, truncated, on either end of a difference).
+const round = 2 * time.Millisecond
+
 // checkRecord checks the remaining durations of a live grant made with the
-// harness timings. A millisecond of rounding is allowed.
+// harness timings: TTL at most ttl, Transition at most ttl + transition,
+// and, while the grant is in its ttl, Transition exactly transition more
+// than TTL (both ends were set from one instant of the server's clock).
 func (e *env) checkRecord(what string, rec lease.Record) {
 	e.t.Helper()
-	const round = time.Millisecond
 	if rec.TTL < 0 || rec.TTL > e.ttl+round || rec.Transition < rec.TTL || rec.Transition > e.ttl+e.transition+round {
-		e.t.Errorf("%s: remaining TTL %v, Transition %v; want 0 <= TTL <= %v <= ... and TTL <= Transition <= %v",
+		e.t.Errorf("%s: remaining TTL %v, Transition %v; want 0 <= TTL <= %v and TTL <= Transition <= %v",
 			what, rec.TTL, rec.Transition, e.ttl, e.ttl+e.transition)
+	}
+	if gap := rec.Transition - rec.TTL; rec.TTL > round && (gap < e.transition-round || gap > e.transition+round) {
+		e.t.Errorf("%s: remaining TTL %v, Transition %v: the transition runs %v after the ttl, want %v",
+			what, rec.TTL, rec.Transition, gap, e.transition)
+	}
+}
+
+// checkRenewals checks that the holder id of token on mutex, whose calls t
+// logged, sent at least one renewal per ttl/2 between from and to (it
+// renews about every ttl/3): a holder that renews only near the end of its
+// ttl fails, while a loaded machine that delays each renewal by up to
+// ttl/6 passes.
+func (e *env) checkRenewals(t *tap, mutex, id string, token uint64, from, to time.Time) {
+	e.t.Helper()
+	n := len(t.calls(func(c call) bool {
+		return c.op == opRenew && c.mutex == mutex && c.contender == id && c.token == token &&
+			!c.sent.Before(from) && !c.sent.After(to)
+	}))
+	if want := int(to.Sub(from)/(e.ttl/2)) - 1; n < want {
+		e.t.Errorf("the holder sent %d renewals in %v, want at least %d: it must renew about every ttl/3 (%v)",
+			n, to.Sub(from), want, e.ttl/3)
+	}
+}
+
+// checkGetChangesNothing reads name twice, ttl/4 apart, through s, the
+// client that made holder's grant (so it knows the server's clock), and
+// checks that the grant's time left shrank by at least the time between
+// the two reads: a Get that extends or re-arms the grant fails.
+func (e *env) checkGetChangesNothing(s lease.Store, name, holder string, token uint64) {
+	e.t.Helper()
+	sent1 := time.Now()
+	first := e.rawGet(s, name)
+	got1 := time.Now()
+	time.Sleep(e.ttl / 4)
+	sent2 := time.Now()
+	second := e.rawGet(s, name)
+	for i, rec := range []lease.Record{first, second} {
+		if rec.Owner != holder || rec.Token != token {
+			e.t.Errorf("Get %d of a held mutex = %+v, want owner %q token %d", i+1, rec, holder, token)
+			return
+		}
+	}
+	if passed := sent2.Sub(got1); first.Transition-second.Transition < passed-round {
+		e.t.Errorf("two Gets %v apart (%v between the first's sending and the second's) report %v then %v left: the time left must shrink by the time passed; does Get extend the grant?",
+			passed, sent2.Sub(sent1), first.Transition, second.Transition)
 	}
 }
 
@@ -155,94 +203,6 @@ func (e *env) checkEnded(l *lease.Lease, cause error) {
 	}
 }
 
-// acquisition is one OnAcquired call seen by a leader.
-type acquisition struct {
-	l   *lease.Lease
-	ctx context.Context
-	at  time.Time // when OnAcquired was called
-}
-
-// releaseCall is one OnReleased call seen by a leader.
-type releaseCall struct {
-	prev lease.Owner
-	at   time.Time
-}
-
-// leader records the callbacks of one Contender and checks their order:
-// OnAcquired, its return, then OnReleased, never overlapping. Its
-// OnAcquired blocks until its context is done.
-type leader struct {
-	acquired chan acquisition
-	ended    chan time.Time // when an OnAcquired saw its context done
-	released chan releaseCall
-
-	mu    sync.Mutex
-	state string // "idle", "in OnAcquired", "leading"
-	errs  []string
-	owner lease.Owner // latest OnOwner
-}
-
-// contend starts a Contender for name on m with a recording leader.
-func (e *env) contend(m *lease.Manager, name string) (*lease.Contender, *leader) {
-	e.t.Helper()
-	r := &leader{
-		acquired: make(chan acquisition, 64),
-		ended:    make(chan time.Time, 64),
-		released: make(chan releaseCall, 64),
-		state:    "idle",
-	}
-	c, err := m.Contend(name, lease.Callbacks{
-		OnAcquired: r.onAcquired,
-		OnReleased: r.onReleased,
-		OnOwner:    r.onOwner,
-	})
-	if err != nil {
-		e.t.Fatalf("Contend(%q): %v", name, err)
-	}
-	return c, r
-}
-
-func (r *leader) onAcquired(ctx context.Context, l *lease.Lease) {
-	r.transit("idle", "in OnAcquired", "OnAcquired")
-	r.acquired <- acquisition{l: l, ctx: ctx, at: time.Now()}
-	<-ctx.Done()
-	r.ended <- time.Now()
-	r.transit("in OnAcquired", "leading", "return of OnAcquired")
-}
-
-func (r *leader) onReleased(prev lease.Owner) {
-	r.transit("leading", "idle", "OnReleased")
-	r.released <- releaseCall{prev: prev, at: time.Now()}
-}
-
-func (r *leader) onOwner(o lease.Owner) {
-	r.mu.Lock()
-	r.owner = o
-	r.mu.Unlock()
-}
-
-func (r *leader) transit(from, to, what string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.state != from {
-		r.errs = append(r.errs, fmt.Sprintf("%s while %s (want %s)", what, r.state, from))
-	}
-	r.state = to
-}
-
-// next waits for the next OnAcquired.
-func (r *leader) next(e *env, d time.Duration, what string) acquisition {
-	e.t.Helper()
-	return recv(e, r.acquired, d, what)
-}
-
-// lastOwner returns the owner of the latest OnOwner call.
-func (r *leader) lastOwner() lease.Owner {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.owner
-}
-
 // eventually waits up to d for cond, checking it every ttl/100.
 func (e *env) eventually(d time.Duration, cond func() bool) bool {
 	for end := time.Now().Add(d); !cond(); time.Sleep(e.ttl / 100) {
@@ -251,16 +211,6 @@ func (e *env) eventually(d time.Duration, cond func() bool) bool {
 		}
 	}
 	return true
-}
-
-// verify reports every callback that came out of order.
-func (r *leader) verify(e *env, who string) {
-	e.t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, msg := range r.errs {
-		e.t.Errorf("callbacks of %s: %s", who, msg)
-	}
 }
 
 // stop stops c within the takeover bound and fails the case on error.
@@ -284,4 +234,45 @@ func (e *env) stopScheduler(s *lease.Scheduler) {
 	if s.Running() {
 		e.t.Errorf("Running() = true after Stop")
 	}
+}
+
+// waitLost waits until the tap t of contender id logged a losing Acquire
+// of name: id is then in the store's wait queue, if the store has one.
+func (e *env) waitLost(t *tap, name, id string) {
+	e.t.Helper()
+	e.waitCall(t, e.takeover(), "a losing Acquire of "+id, func(c call) bool {
+		return c.op == opAcquire && c.mutex == name && c.contender == id && c.err == nil && !c.rec.Held(id)
+	})
+}
+
+// slowRelease makes the replies to t's Releases come ttl/10 after the
+// store applied them, so that a holder that ends its lease only once the
+// store answered would still believe while the next holder is granted.
+func (e *env) slowRelease(t *tap) {
+	t.set(func(t *tap) { t.delays = map[string]time.Duration{opRelease: e.ttl / 10} })
+}
+
+// handOff releases l and waits for w, the Acquire of the Manager id whose
+// tap is wt, to be granted: within prompt of the release, and only after
+// l's context ended (the released holder stops believing before anyone
+// else can be granted).
+func (e *env) handOff(l *lease.Lease, w <-chan acquired, wt *tap, id, what string) acquired {
+	e.t.Helper()
+	two := liveAtGrant(wt, id, l.Name(), l.Context)
+	released := time.Now()
+	e.release(l)
+	r := e.granted(w, e.takeover(), what)
+	switch {
+	case r.at.Before(released):
+		e.t.Errorf("%s: granted %v before the holder released: two holders", what, released.Sub(r.at))
+	case r.at.Sub(released) >= e.prompt():
+		e.t.Errorf("%s: the hand-off took %v, want < %v (ttl/2): are waiters woken on release? does a waiter that left stay queued?", what, r.at.Sub(released), e.prompt())
+	}
+	if two.Load() {
+		e.t.Errorf("%s: granted while the released lease's context was live: a lease must end before its release is sent", what)
+	}
+	if r.l.Token() <= l.Token() {
+		e.t.Errorf("%s: token %d after %d, want greater", what, r.l.Token(), l.Token())
+	}
+	return r
 }

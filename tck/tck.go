@@ -1,71 +1,3 @@
-// Package tck is the conformance suite (technology compatibility kit) that
-// every [lease.Store] must pass: the five cases of Simba's TCK (start,
-// restart, guard, multiContend, schedule) and the protocol guarantees of
-// simba-go on top of them — TryAcquire, cancellation while waiting, fencing
-// tokens, prompt hand-off on release, bounded takeover, stale renew and
-// release, loss told before another grant, odd and invalid names, Close, and
-// no leaked goroutine. The cases drive the store through [lease.Manager]
-// exactly as an application does, plus a few raw Store calls where the
-// contract itself is under test.
-//
-// A store runs it from a test of its own:
-//
-//	func TestTCK(t *testing.T) {
-//		srv := startServer(t) // one server (or DSN) for the whole suite
-//		tck.Run(t, tck.Harness{
-//			Open: func(t *testing.T) tck.Backend {
-//				return tck.Backend{
-//					// A new client, with its own connection, per call.
-//					Client: func() lease.Store {
-//						c := dial(t, srv.Addr())
-//						t.Cleanup(func() { c.Close() })
-//						return mystore.New(c)
-//					},
-//					// Optional: a client whose traffic a proxy can black-hole.
-//					Partitioned: func() (lease.Store, tck.Partition) {
-//						p := startProxy(t, srv.Addr()) // implements Cut and Heal
-//						c := dial(t, p.Addr())
-//						t.Cleanup(func() { c.Close() })
-//						return mystore.New(c), p
-//					},
-//				}
-//			},
-//		})
-//	}
-//
-// Open is called once per case, with that case's t; every client of a case
-// comes from its Backend, and all clients of one Backend must see the same
-// mutexes. An in-process store returns one instance from every Client call
-// (see the memstore package's test), and can use [Cuttable] for Partitioned.
-//
-// The cases (subtests of the test that calls Run):
-//
-//   - Start, Restart, Guard, MultiContend, Schedule: Simba's TCK, with
-//     callback order, tokens, deadlines and leader-only work checked too.
-//   - TryAcquire, CancelWhileWaiting, TokensIncrease, ReleaseWakesWaiter,
-//     Watch: acquiring, waiting and hand-off.
-//   - TakeoverAfterAbandon, StaleRenewRelease: a holder that never renews,
-//     and raw renew/release calls with stale grants.
-//   - PartitionedHolder, PartitionedLeader: a holder whose store calls hang
-//     is told of its loss before anyone else is granted the mutex (skipped
-//     without [Backend.Partitioned]).
-//   - CloseReleases, NoGoroutineLeak: the Manager's lifecycle.
-//   - OddNames, InvalidNames: names a store must encode without collisions,
-//     and names every call refuses.
-//
-// Every case uses mutex names of its own ("tck/<case>/<label>/<random>"), so
-// cases share one store namespace and run in parallel (unless
-// [Harness.Serial]). Names are left behind in the store as free mutexes.
-// The goroutine-leak case runs alone, before the parallel ones; do not mark
-// the test that calls Run as parallel.
-//
-// With real servers the suite takes real time: with the default timings
-// the cases add up to about 20 s plus MultiContend (30 s, 3 s with -short),
-// and parallel cases overlap (go test -parallel, GOMAXPROCS by default).
-// Bounds are orders of magnitude (a hand-off within ttl/2, a takeover
-// within ttl + transition + 1 s jitter + ttl); a slow CI machine may need a
-// longer [Harness.TTL]. With Synctest an in-process store runs the whole
-// suite in about a second.
 package tck
 
 import (
@@ -115,6 +47,12 @@ type Harness struct {
 	// Serial runs the cases one after another instead of in parallel, for
 	// a server with few connections to spare.
 	Serial bool
+
+	// Fair says that the store keeps a fair wait queue: a Release hands
+	// the mutex to the contender that has waited longest (by its first
+	// losing Acquire) before any later one. The FairHandoff case, and the
+	// order checks of ReleaseWakesWaiter, run only for such a store.
+	Fair bool
 
 	// LeakOptions are added to the goleak check of the NoGoroutineLeak case,
 	// for goroutines a store client starts by itself on first use (the
@@ -186,27 +124,38 @@ type tcase struct {
 
 // cases lists the suite in the order it runs.
 var cases = []tcase{
-	// Simba's TCK (cases_simba.go).
+	// Simba's TCK (cases_simba.go, cases_schedule.go).
 	{name: "Start", run: caseStart},
 	{name: "Restart", run: caseRestart},
 	{name: "Guard", run: caseGuard},
 	{name: "MultiContend", run: caseMultiContend},
 	{name: "Schedule", run: caseSchedule},
-	// Acquiring and waiting (cases_acquire.go).
+	// Acquiring and waiting (cases_acquire.go, cases_fair.go).
 	{name: "TryAcquire", run: caseTryAcquire},
 	{name: "CancelWhileWaiting", run: caseCancelWhileWaiting},
 	{name: "TokensIncrease", run: caseTokensIncrease},
 	{name: "ReleaseWakesWaiter", run: caseReleaseWakesWaiter},
+	{name: "FairHandoff", run: caseFairHandoff},
 	{name: "Watch", run: caseWatch},
-	// Faults and lifecycle (cases_faults.go, cases_partition.go).
+	// The Store contract through raw calls (cases_transition.go,
+	// cases_faults.go).
+	{name: "Transition", run: caseTransition},
 	{name: "TakeoverAfterAbandon", run: caseTakeoverAfterAbandon},
 	{name: "StaleRenewRelease", run: caseStaleRenewRelease},
+	// Faults and lifecycle (cases_slow.go, cases_partition.go,
+	// cases_lifecycle.go).
+	{name: "SlowStore", run: caseSlowStore},
+	{name: "RevokedLease", run: caseRevokedLease},
+	{name: "RevokedLeader", run: caseRevokedLeader},
 	{name: "PartitionedHolder", run: casePartitionedHolder},
+	{name: "PartitionedHolderRenewed", run: casePartitionedHolderRenewed},
 	{name: "PartitionedLeader", run: casePartitionedLeader},
+	{name: "PartitionedLeaderRenewed", run: casePartitionedLeaderRenewed},
 	{name: "CloseReleases", run: caseCloseReleases},
 	{name: "NoGoroutineLeak", run: caseNoGoroutineLeak, alone: true},
-	// Names (cases_names.go).
+	// Names and contender ids (cases_names.go, cases_ids.go).
 	{name: "OddNames", run: caseOddNames},
+	{name: "OddIDs", run: caseOddIDs},
 	{name: "InvalidNames", run: caseInvalidNames},
 }
 
@@ -300,8 +249,11 @@ func (e *env) client() lease.Store {
 	return s
 }
 
-// partitioned returns a client whose traffic can be cut, or skips the case.
-func (e *env) partitioned() (lease.Store, Partition) {
+// partitioned returns a tap on a client whose traffic can be cut, or
+// skips the case. Cutting the tap cuts the backend's partition too; while
+// cut, the tap's calls hang until healed, returning at the end of their
+// context exactly when honour is set.
+func (e *env) partitioned(honour bool) *tap {
 	if e.b.Partitioned == nil {
 		e.t.Skip("tck: the harness has no Backend.Partitioned")
 	}
@@ -309,21 +261,34 @@ func (e *env) partitioned() (lease.Store, Partition) {
 	if s == nil || p == nil {
 		e.t.Fatal("tck: Backend.Partitioned returned nil")
 	}
+	t := newTap(s)
+	t.part, t.honour = p, honour
 	e.mu.Lock()
-	e.parts = append(e.parts, p)
+	e.parts = append(e.parts, t)
 	e.mu.Unlock()
-	return s, p
+	return t
 }
+
+// tapped returns a tap on a new client of the store under test.
+func (e *env) tapped() *tap { return newTap(e.client()) }
 
 // newManager returns a Manager on a new client.
 func (e *env) newManager() *lease.Manager { return e.manager(e.client()) }
 
-// manager returns a Manager on s with the harness timings. It is closed
-// when the case ends, after every partition was healed.
-func (e *env) manager(s lease.Store) *lease.Manager {
+// tappedManager returns a Manager on a tap of a new client, and the tap.
+func (e *env) tappedManager(opts ...lease.Option) (*lease.Manager, *tap) {
 	e.t.Helper()
-	opts := append([]lease.Option{lease.WithTTL(e.ttl), lease.WithTransition(e.transition)}, e.h.Options...)
-	m, err := lease.NewManager(s, opts...)
+	t := e.tapped()
+	return e.manager(t.client(), opts...), t
+}
+
+// manager returns a Manager on s with the harness timings and options,
+// then opts. It is closed when the case ends, after every partition was
+// healed.
+func (e *env) manager(s lease.Store, opts ...lease.Option) *lease.Manager {
+	e.t.Helper()
+	all := append([]lease.Option{lease.WithTTL(e.ttl), lease.WithTransition(e.transition)}, e.h.Options...)
+	m, err := lease.NewManager(s, append(all, opts...)...)
 	if err != nil {
 		e.t.Fatalf("NewManager: %v", err)
 	}

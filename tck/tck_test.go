@@ -2,10 +2,13 @@ package tck_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,9 +18,10 @@ import (
 )
 
 // The suite's own tests: it passes against memstore in real time (the mode
-// of real servers: parallel cases, real clocks), and it fails against
-// stores broken on purpose (mutants), each in the cases meant to catch
-// that fault. The synctest mode runs in the memstore package (TestTCK).
+// of real servers: parallel cases, real clocks), and every case named in
+// the guarantees fails against the mistake it is meant to catch (mutants,
+// each run in child processes). The synctest mode runs in the memstore
+// package (TestTCK).
 
 func memBackend(wrap func(*memstore.Store) lease.Store) func(t *testing.T) tck.Backend {
 	return func(t *testing.T) tck.Backend {
@@ -33,138 +37,168 @@ func TestMemstoreRealTime(t *testing.T) {
 	tck.Run(t, tck.Harness{
 		Open:         memBackend(func(s *memstore.Store) lease.Store { return s }),
 		MultiContend: 3 * time.Second,
+		Fair:         true,
 	})
 }
 
+// mutantEnv names, in a child process, the mutant to run the suite
+// against.
 const mutantEnv = "TCK_MUTANT"
 
-// mutants are broken stores and the cases that must fail against each.
-var mutants = map[string]struct {
-	store *hooked
-	cases []string
-}{
-	"flat tokens":          {&hooked{token: func(uint64) uint64 { return 1 }}, []string{"Restart", "TokensIncrease"}},
-	"release by anyone":    {&hooked{releaseAnyone: true}, []string{"StaleRenewRelease"}},
-	"renew re-acquires":    {&hooked{renewAcquires: true}, []string{"StaleRenewRelease"}},
-	"takeover in ttl gap":  {&hooked{earlyTakeover: true}, []string{"TakeoverAfterAbandon"}},
-	"no release wake-up":   {&hooked{noWatch: true}, []string{"ReleaseWakesWaiter", "CloseReleases"}},
-	"case-folded names":    {&hooked{name: strings.ToLower}, []string{"OddNames"}},
-	"names cut at 64 byte": {&hooked{name: func(n string) string { return n[:min(len(n), 64)] }}, []string{"OddNames"}},
-}
-
-// TestMutants runs each mutant's cases in a child process and expects
-// exactly those cases to fail.
+// TestMutants runs the suite against every planted mistake, each in a
+// child process, in synctest mode, and checks that every case the
+// guarantees name for it fails; it prints the guarantees with every case
+// that failed. A store mistake runs in this test binary; a lease mistake
+// in a binary built with its patches (see buildMutant).
 //
-// In the child process (the mutant named in the environment), TestMutants
-// runs the suite against that mutant instead; the parent asks the child
-// for one case with -test.run=^TestMutants$/^Case$.
+// In a child process (the mutant named in the environment) TestMutants
+// runs the suite against that mutant instead.
 func TestMutants(t *testing.T) {
 	if name := os.Getenv(mutantEnv); name != "" {
-		runMutant(t, mutants[name].store)
+		runMutant(t, name)
 		return
 	}
-	for name, mu := range mutants {
-		for _, c := range mu.cases {
-			t.Run(strings.ReplaceAll(name, " ", "_")+"/"+c, func(t *testing.T) {
-				t.Parallel()
-				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMutants$/^"+c+"$", "-test.count=1", "-test.v")
-				cmd.Env = append(os.Environ(), mutantEnv+"="+name)
-				out, err := cmd.CombinedOutput()
-				var exit *exec.ExitError
-				if !errors.As(err, &exit) || !strings.Contains(string(out), "--- FAIL: TestMutants/"+c) {
-					t.Errorf("case %s did not fail against the mutant %q (err %v):\n%s", c, name, err, out)
-				}
-			})
+	var (
+		mu     sync.Mutex
+		failed = map[string][]string{} // mutant -> cases that failed
+	)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			t.Log("\n" + report(failed))
 		}
-	}
-}
-
-// runMutant runs the suite against one broken store.
-func runMutant(t *testing.T, mu *hooked) {
-	tck.Run(t, tck.Harness{
-		Open: memBackend(func(s *memstore.Store) lease.Store {
-			h := *mu
-			h.s = s
-			if h.noWatch {
-				return &h
-			}
-			return hookedWatcher{&h}
-		}),
-		Synctest: true,
 	})
-}
-
-// hooked is memstore with one fault. It never offers RenewMany, so the
-// Manager's renewals go through Renew.
-type hooked struct {
-	s             *memstore.Store
-	name          func(string) string // how names reach the store
-	token         func(uint64) uint64 // how tokens reach the client
-	releaseAnyone bool                // Release frees the mutex whoever asks
-	renewAcquires bool                // Renew is an Acquire: ignores the token, re-acquires late
-	earlyTakeover bool                // others may take the mutex once its ttl ended
-	noWatch       bool                // no lease.Watcher: waiters only poll
-}
-
-func (h *hooked) n(name string) string {
-	if h.name == nil {
-		return name
+	for _, m := range mutants() {
+		t.Run(slug(m.name), func(t *testing.T) {
+			t.Parallel()
+			bin := os.Args[0]
+			if len(m.patches) > 0 {
+				bin = buildMutant(t, m, t.TempDir())
+			}
+			got := failures(t, bin, m)
+			for _, k := range m.killers {
+				if !slices.Contains(got, k) {
+					t.Errorf("case %s did not fail against the mutant %q", k, m.name)
+				}
+			}
+			mu.Lock()
+			failed[m.name] = got
+			mu.Unlock()
+		})
 	}
-	return h.name(name)
 }
 
-func (h *hooked) rec(r lease.Record) lease.Record {
-	if h.token != nil && r.Token != 0 {
-		r.Token = h.token(r.Token)
+// mutants lists every planted mistake.
+func mutants() []mutant {
+	var ms []mutant
+	for _, c := range append(slices.Clone(storeClauses), leaseClauses...) {
+		ms = append(ms, c.mistakes...)
 	}
-	return r
+	return ms
 }
 
-// realToken maps a client's token back to the store's.
-func (h *hooked) realToken(ctx context.Context, name string, token uint64) uint64 {
-	if h.token == nil || token == 0 {
-		return token
-	}
-	if cur, err := h.s.Get(ctx, h.n(name)); err == nil && h.token(cur.Token) == token {
-		return cur.Token
-	}
-	return token
+// slug turns a mutant's name into a subtest name.
+func slug(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == ',' || r == '\'' {
+			return '_'
+		}
+		return r
+	}, name)
 }
 
-func (h *hooked) Acquire(ctx context.Context, name, c string, ttl, tr time.Duration) (lease.Record, error) {
-	if h.earlyTakeover {
-		if cur, err := h.s.Get(ctx, h.n(name)); err == nil && cur.Owner != "" && cur.Owner != c && cur.TTL == 0 {
-			h.s.Release(ctx, h.n(name), cur.Owner, cur.Token)
+// runMutant runs the suite against one mistake, in synctest mode: a store
+// mistake in front of memstore, a lease mistake (compiled into this
+// binary) against memstore without RenewMany, so that the Manager's
+// renewals are single Renew calls (a batched renewal returns when its
+// context ends, whatever the store does).
+func runMutant(t *testing.T, name string) {
+	i := slices.IndexFunc(mutants(), func(m mutant) bool { return m.name == name })
+	if i < 0 {
+		t.Fatalf("no mutant %q", name)
+	}
+	wrap := mutants()[i].store
+	if wrap == nil { // memstore without RenewMany: renewals through Renew
+		wrap = plant(func(*mutantStore) {})
+	}
+	tck.Run(t, tck.Harness{Open: memBackend(wrap), Synctest: true, Fair: true})
+}
+
+// result matches the verdict of one case in a child's verbose output.
+var result = regexp.MustCompile(`(?m)^\s*--- (FAIL|PASS|SKIP): TestMutants/(\w+) `)
+
+// failures runs the suite in bin against mu in a child process and
+// returns the cases that failed. A case the child left without a verdict
+// (a panic elsewhere ended it) runs again alone.
+func failures(t *testing.T, bin string, mu mutant) []string {
+	t.Helper()
+	verdicts, out := child(t, bin, mu.name, "^TestMutants$")
+	for _, k := range mu.killers {
+		if _, ok := verdicts[k]; !ok {
+			again, more := child(t, bin, mu.name, "^TestMutants$/^"+k+"$")
+			verdicts[k] = again[k]
+			out = append(out, more...)
 		}
 	}
-	r, err := h.s.Acquire(ctx, h.n(name), c, ttl, tr)
-	return h.rec(r), err
-}
-
-func (h *hooked) Renew(ctx context.Context, name, c string, token uint64, ttl, tr time.Duration) (lease.Record, error) {
-	if h.renewAcquires {
-		return h.Acquire(ctx, name, c, ttl, tr)
-	}
-	r, err := h.s.Renew(ctx, h.n(name), c, h.realToken(ctx, name, token), ttl, tr)
-	return h.rec(r), err
-}
-
-func (h *hooked) Release(ctx context.Context, name, c string, token uint64) error {
-	if h.releaseAnyone && token != 0 {
-		if cur, err := h.s.Get(ctx, h.n(name)); err == nil && cur.Owner != "" {
-			return h.s.Release(ctx, h.n(name), cur.Owner, cur.Token)
+	var failed []string
+	for c, v := range verdicts {
+		if v == "FAIL" {
+			failed = append(failed, c)
 		}
 	}
-	return h.s.Release(ctx, h.n(name), c, h.realToken(ctx, name, token))
+	slices.Sort(failed)
+	for _, k := range mu.killers {
+		if verdicts[k] != "FAIL" {
+			t.Logf("output of the suite against %q:\n%s", mu.name, tail(out, 8000))
+			break
+		}
+	}
+	return failed
 }
 
-func (h *hooked) Get(ctx context.Context, name string) (lease.Record, error) {
-	r, err := h.s.Get(ctx, h.n(name))
-	return h.rec(r), err
+// child runs the cases that run matches in bin against the mutant name
+// and returns each case's verdict and the output.
+func child(t *testing.T, bin, name, run string) (map[string]string, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.run="+run, "-test.count=1", "-test.v", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), mutantEnv+"="+name)
+	out, _ := cmd.CombinedOutput() // failing is what a mutant should make it do
+	verdicts := map[string]string{}
+	for _, m := range result.FindAllSubmatch(out, -1) {
+		verdicts[string(m[2])] = string(m[1])
+	}
+	return verdicts, out
 }
 
-type hookedWatcher struct{ *hooked }
+// tail returns the last n bytes of out.
+func tail(out []byte, n int) []byte {
+	if len(out) <= n {
+		return out
+	}
+	return append([]byte("...\n"), out[len(out)-n:]...)
+}
 
-func (h hookedWatcher) Watch(ctx context.Context, name, c string) (<-chan lease.Event, error) {
-	return h.s.Watch(ctx, h.n(name), c)
+// report prints the guarantees, with every case that failed on each
+// mistake.
+func report(failed map[string][]string) string {
+	var b strings.Builder
+	b.WriteString("What the TCK guarantees: the mistakes planted against each clause, and the cases that failed on each (* = named in the guarantees).\n")
+	for _, sec := range sections() {
+		fmt.Fprintf(&b, "\n%s\n", sec.title)
+		for _, c := range sec.clauses {
+			fmt.Fprintf(&b, "  %s\n", c.text)
+			for _, m := range c.mistakes {
+				var got []string
+				for _, k := range failed[m.name] {
+					if slices.Contains(m.killers, k) {
+						k += "*"
+					}
+					got = append(got, k)
+				}
+				fmt.Fprintf(&b, "    - %s\n      failed: %s\n", m.name, strings.Join(got, ", "))
+			}
+		}
+	}
+	return b.String()
 }
