@@ -5,63 +5,187 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/simba-go/simba/lease"
 )
 
+// maxPerScript bounds the renewals one renew script makes, so that no
+// script holds Redis for more than a fraction of a millisecond.
+const maxPerScript = 32
+
 // RenewMany renews each request as [Store.Renew] would and returns one
-// result per request, in order. Requests are grouped by cluster slot and
-// each group is one call of the renew script; all groups go out in one
-// pipeline (go-redis sends a cluster pipeline to every node at once), so a
-// Manager's renewal tick costs one round trip per node however many leases
-// it holds. An invalid request gets its own error. The batch error means
-// the outcome of every valid request is unknown.
+// result per request, in order, in one round trip per node (go-redis sends
+// a cluster pipeline to every node at once) in the common case. A renewal
+// of a grant this Store made is one PEXPIRE of the grant's key, which is
+// named by its token and owner: 1 renewed it, 0 means it is not held (the
+// renew script then reports the current owner). Other renewals, and one
+// every retention/2 per grant, run the renew script, which also extends
+// the grant's record; those are grouped by slot, at most 32 per call. An
+// invalid request gets its own error. The batch error means the outcome of
+// every valid request is unknown.
 func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
 	results := make([]lease.RenewResult, len(reqs))
-	groups := map[int][]int{} // group key -> request indexes
-	var order []int
+	var fast, slow []int
 	for i, r := range reqs {
 		if err := lease.ValidateRequest(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
 			results[i].Err = fmt.Errorf("redisstore: renew %q: %w", r.Mutex, err)
 			continue
 		}
-		g := s.renewGroup(r.Mutex, i)
-		if _, ok := groups[g]; !ok {
-			order = append(order, g)
+		if s.grants.fast(grantID(r.Mutex, r.Contender, r.Token), ms(r.TTL), ms(r.Transition), s.cfg.keep) {
+			fast = append(fast, i)
+		} else {
+			slow = append(slow, i)
 		}
-		groups[g] = append(groups[g], i)
 	}
-	if len(order) == 0 {
-		return results, nil
-	}
-	calls := make([]renewCall, len(order))
-	for n, g := range order {
-		calls[n] = s.renewCall(reqs, groups[g])
-	}
-	if err := s.runRenewCalls(ctx, calls); err != nil {
-		return nil, fmt.Errorf("redisstore: renew %d leases: %w", len(reqs), err)
-	}
-	for _, c := range calls {
-		if err := c.decode(reqs, results); err != nil {
+	b := renewBatch{s: s, reqs: reqs, results: results}
+	for round := 0; len(fast)+len(slow) > 0; round++ {
+		if round == 3 {
+			return nil, fmt.Errorf("redisstore: renew %d leases: %w", len(reqs), errNoScript)
+		}
+		var err error
+		if slow, err = b.round(ctx, fast, slow); err != nil {
 			return nil, fmt.Errorf("redisstore: renew %d leases: %w", len(reqs), err)
 		}
+		fast = nil
 	}
 	return results, nil
 }
 
-// renewGroup returns the group of request i: its slot on Redis Cluster,
-// one group for a single server, and a group per request on other clients
-// (a Ring routes a script by its first key only).
-func (s *Store) renewGroup(mutex string, i int) int {
-	switch {
-	case s.cluster != nil:
-		return int(slotOf(s.tagged(mutex)))
-	case s.single != nil:
-		return 0
+// renewBatch is one RenewMany call.
+type renewBatch struct {
+	s       *Store
+	reqs    []lease.RenewRequest
+	results []lease.RenewResult
+}
+
+// item is one command of a round: how to queue it and which key routes it.
+type item struct {
+	key   string
+	queue func(p redis.Pipeliner)
+}
+
+// round sends the PEXPIREs of fast and the renew scripts of slow in one
+// pipeline (per server, with WAIT, under [WithWaitReplicas]) and fills in
+// the results it settles. It returns the requests the next round sends to
+// the renew script: those a PEXPIRE found not held (the script reports the
+// owner) and those of script calls the server did not know (loaded since).
+func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextSlow []int, err error) {
+	s := b.s
+	sent := time.Now()
+	pex := make([]*redis.BoolCmd, len(fast))
+	calls := b.calls(slow)
+	items := make([]item, 0, len(fast)+len(calls))
+	for n, i := range fast {
+		r := b.reqs[i]
+		key := s.grantKey(r.Mutex, r.Token, r.Contender)
+		span := ms(r.TTL) + ms(r.Transition)
+		items = append(items, item{key: key, queue: func(p redis.Pipeliner) { pex[n] = p.PExpire(ctx, key, time.Duration(span)*time.Millisecond) }})
 	}
-	return i
+	for n := range calls {
+		c := &calls[n]
+		items = append(items, item{key: c.keys[0], queue: func(p redis.Pipeliner) { c.cmd = renewScript.EvalSha(ctx, p, c.keys, c.args...) }})
+	}
+	unacked, err := s.pipeline(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	for n, i := range fast {
+		ok, err := pex[n].Result()
+		switch {
+		case err != nil:
+			return nil, err
+		case ok && unacked[n]:
+			b.results[i].Err = b.notReplicated(b.reqs[i].Mutex)
+		case ok:
+			r := b.reqs[i]
+			b.results[i].Record = lease.Record{Owner: r.Contender, Token: r.Token,
+				TTL: msDur(ms(r.TTL)), Transition: msDur(ms(r.TTL) + ms(r.Transition))}
+		default:
+			nextSlow = append(nextSlow, i) // not held, or a grant kept elsewhere: ask the script
+		}
+	}
+	unknown := false
+	for n, c := range calls {
+		if err := c.cmd.Err(); isNoScript(err) {
+			nextSlow = append(nextSlow, c.idx...)
+			unknown = true
+			continue
+		} else if err != nil {
+			return nil, scriptErr(err)
+		}
+		if err := b.decode(c, sent, unacked[len(fast)+n]); err != nil {
+			return nil, err
+		}
+	}
+	if unknown {
+		if err := renewScript.Load(ctx, s.c).Err(); err != nil {
+			return nil, err
+		}
+	}
+	return nextSlow, nil
+}
+
+// pipeline sends items in one pipeline (go-redis splits it by node). With
+// [WithWaitReplicas] it sends one pipeline per server, concurrently, each
+// ending in WAIT, and reports which items too few replicas acknowledged.
+// The commands' own errors are left in them.
+func (s *Store) pipeline(ctx context.Context, items []item) ([]bool, error) {
+	unacked := make([]bool, len(items))
+	if s.cfg.waitN == 0 {
+		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, it := range items {
+				it.queue(p)
+			}
+			return nil
+		})
+		return unacked, nil
+	}
+	groups := map[*redis.Client][]int{}
+	for i, it := range items {
+		c, _, err := s.serverOf(ctx, it.key)
+		if err != nil {
+			return nil, err
+		}
+		groups[c] = append(groups[c], i)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for c, idx := range groups {
+		wg.Go(func() {
+			var wait *redis.Cmd
+			_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, i := range idx {
+					items[i].queue(p)
+				}
+				wait = p.Do(ctx, "WAIT", s.cfg.waitN, ms(s.cfg.waitTimeout))
+				return nil
+			})
+			acks, err := wait.Int64()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if acks < int64(s.cfg.waitN) {
+				for _, i := range idx {
+					unacked[i] = true
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return unacked, errors.Join(errs...)
+}
+
+// notReplicated is the error of a renewal the replicas did not acknowledge.
+func (b *renewBatch) notReplicated(mutex string) error {
+	s := b.s
+	return fmt.Errorf("redisstore: renew %q: %w: fewer than %d replicas in %v", mutex, ErrNotReplicated, s.cfg.waitN, s.cfg.waitTimeout)
 }
 
 // renewCall is one call of the renew script for the requests idx.
@@ -72,58 +196,40 @@ type renewCall struct {
 	cmd  *redis.Cmd
 }
 
-func (s *Store) renewCall(reqs []lease.RenewRequest, idx []int) renewCall {
-	c := renewCall{idx: idx, keys: make([]string, 0, len(idx)), args: make([]any, 0, 4*len(idx))}
+// calls groups the requests idx into renew script calls: by cluster slot,
+// one group on a single server, one call per request on a Ring (which
+// routes a script by its first key only); at most maxPerScript per call.
+func (b *renewBatch) calls(idx []int) []renewCall {
+	s := b.s
+	var calls []renewCall
+	open := map[int]int{} // group -> index of its open call
 	for _, i := range idx {
-		r := reqs[i]
+		r := b.reqs[i]
+		g := 0
+		switch {
+		case s.cluster != nil:
+			g = int(slotOf(s.tagged(r.Mutex)))
+		case s.ring != nil:
+			g = -1 - i
+		}
+		n, ok := open[g]
+		if !ok || len(calls[n].idx) == maxPerScript {
+			n = len(calls)
+			open[g] = n
+			calls = append(calls, renewCall{args: []any{ms(s.cfg.keep)}})
+		}
+		c := &calls[n]
+		c.idx = append(c.idx, i)
 		c.keys = append(c.keys, s.keysOf(r.Mutex)[0])
 		c.args = append(c.args, r.Contender, strconv.FormatUint(r.Token, 10), ms(r.TTL), ms(r.Transition))
 	}
-	return c
-}
-
-// runRenewCalls sends every call in one pipeline of EVALSHA. When a server
-// does not know the script (NOSCRIPT: nothing ran), the script is loaded
-// (on every master of a cluster) and those calls go out once more.
-func (s *Store) runRenewCalls(ctx context.Context, calls []renewCall) error {
-	todo := make([]*renewCall, len(calls))
-	for i := range calls {
-		todo[i] = &calls[i]
-	}
-	for attempt := 0; len(todo) > 0; attempt++ {
-		if len(todo) == 1 {
-			c := todo[0]
-			c.cmd = renewScript.Run(ctx, s.c, c.keys, c.args...)
-			return scriptErr(c.cmd.Err())
-		}
-		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range todo {
-				c.cmd = renewScript.EvalSha(ctx, p, c.keys, c.args...)
-			}
-			return nil
-		})
-		var unknown []*renewCall
-		for _, c := range todo {
-			err := c.cmd.Err()
-			if redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
-				unknown = append(unknown, c)
-			} else if err != nil {
-				return scriptErr(err)
-			}
-		}
-		if len(unknown) > 0 {
-			if err := renewScript.Load(ctx, s.c).Err(); err != nil {
-				return err
-			}
-		}
-		todo = unknown
-	}
-	return nil
+	return calls
 }
 
 // decode fills the results of the call's requests from its reply: five
 // values per request (renewed or not, then the record).
-func (c renewCall) decode(reqs []lease.RenewRequest, results []lease.RenewResult) error {
+func (b *renewBatch) decode(c renewCall, sent time.Time, unacked bool) error {
+	s := b.s
 	l, err := parseList(c.cmd.Val())
 	if err != nil {
 		return err
@@ -132,6 +238,7 @@ func (c renewCall) decode(reqs []lease.RenewRequest, results []lease.RenewResult
 		return fmt.Errorf("%w: %d values for %d renewals", ErrUnexpectedReply, len(l), len(c.idx))
 	}
 	for n, i := range c.idx {
+		r := b.reqs[i]
 		ok, err := uintOf(l[5*n])
 		if err != nil || ok > 1 {
 			return errors.Join(ErrUnexpectedReply, err)
@@ -140,10 +247,20 @@ func (c renewCall) decode(reqs []lease.RenewRequest, results []lease.RenewResult
 		if err != nil {
 			return err
 		}
-		results[i].Record = rec
-		if ok == 0 {
-			results[i].Err = fmt.Errorf("redisstore: renew %q: %w", reqs[i].Mutex, lease.ErrNotHeld)
+		id := grantID(r.Mutex, r.Contender, r.Token)
+		switch {
+		case ok == 0:
+			s.grants.drop(id)
+			b.results[i] = lease.RenewResult{Record: rec, Err: fmt.Errorf("redisstore: renew %q: %w", r.Mutex, lease.ErrNotHeld)}
+		case unacked:
+			b.results[i].Err = b.notReplicated(r.Mutex)
+		default:
+			s.grants.put(id, ms(r.Transition), sent, s.cfg.keep)
+			b.results[i].Record = rec
 		}
 	}
 	return nil
 }
+
+// msDur converts whole milliseconds to a Duration.
+func msDur(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -14,10 +14,11 @@ import (
 	"github.com/simba-go/simba/redisstore"
 )
 
-// TestRenewManyOneCallPerSlot renews leases on many mutexes: one script
-// call on a single server, one per slot (all in one pipeline) on Redis
-// Cluster, with per-request results as Renew would give.
-func TestRenewManyOneCallPerSlot(t *testing.T) {
+// TestRenewManyOneCommandPerLease renews leases on many mutexes in one
+// round trip: a grant the Store made is one PEXPIRE (no script), others
+// run the renew script (one call per slot on Redis Cluster), and results
+// are per request as Renew would give.
+func TestRenewManyOneCommandPerLease(t *testing.T) {
 	t.Parallel()
 	t.Run("standalone", func(t *testing.T) {
 		t.Parallel()
@@ -34,7 +35,7 @@ func TestRenewManyOneCallPerSlot(t *testing.T) {
 		n := &counter{}
 		c.AddHook(n)
 		testRenewMany(t, newStore(t, c, srv.KeyPrefix()), n, func(m string) int64 {
-			slot, err := c.ClusterKeySlot(bg, lockKeyOf(srv.KeyPrefix(), m)).Result()
+			slot, err := c.ClusterKeySlot(bg, recordKeyOf(srv.KeyPrefix(), m)).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,8 +44,9 @@ func TestRenewManyOneCallPerSlot(t *testing.T) {
 	})
 }
 
-// testRenewMany wants one script call per slot (slotOf names a mutex's
-// slot, as the server computes it) in one round trip.
+// testRenewMany wants a PEXPIRE per own grant and a script call per slot
+// of the others (slotOf names a mutex's slot, as the server computes it)
+// in one round trip.
 func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(mutex string) int64) {
 	var reqs []lease.RenewRequest
 	for i := range 20 {
@@ -58,10 +60,7 @@ func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(m
 		lease.RenewRequest{Mutex: "batch/none", Contender: "a", Token: 1, TTL: ttl, Transition: tr}, // never granted
 		lease.RenewRequest{Mutex: "", Contender: "a", Token: 1, TTL: ttl, Transition: tr},           // invalid
 	)
-	slots := map[int64]bool{}
-	for _, r := range reqs[:22] {
-		slots[slotOf(r.Mutex)] = true
-	}
+	slots := map[int64]bool{slotOf("batch/b"): true, slotOf("batch/none"): true}
 	if _, err := st.RenewMany(bg, reqs); err != nil { // loads the script where needed
 		t.Fatal(err)
 	}
@@ -85,33 +84,42 @@ func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(m
 	if !errors.Is(res[22].Err, lease.ErrInvalidName) {
 		t.Errorf("invalid name: %+v", res[22])
 	}
-	if calls, trips := n.get(); calls != len(slots) || trips != 1 {
-		t.Errorf("%d script calls in %d client round trips for %d slots, want one per slot in 1", calls, trips, len(slots))
+	if calls, pexpires, trips := n.get(); calls != len(slots) || pexpires != 20 || trips != 1 {
+		t.Errorf("%d script calls and %d PEXPIRE in %d client round trips for 20 own grants and 2 others in %d slots, "+
+			"want 20 PEXPIRE and one call per slot in 1", calls, pexpires, trips, len(slots))
 	}
 }
 
-// lockKeyOf is the lock key of mutex under prefix, as keys.go lays it out.
-func lockKeyOf(prefix, mutex string) string {
-	return prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(mutex)) + "}:lock"
+// recordKeyOf is the record key of mutex under prefix, as keys.go lays it
+// out.
+func recordKeyOf(prefix, mutex string) string {
+	return prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(mutex)) + "}:r"
 }
 
-// counter counts scripts and client-level round trips.
+// counter counts scripts, PEXPIREs and client-level round trips.
 type counter struct {
-	mu           sync.Mutex
-	calls, trips int
+	mu                     sync.Mutex
+	calls, pexpires, trips int
 }
 
-func (n *counter) reset() { n.mu.Lock(); n.calls, n.trips = 0, 0; n.mu.Unlock() }
+func (n *counter) reset() { n.mu.Lock(); n.calls, n.pexpires, n.trips = 0, 0, 0; n.mu.Unlock() }
 
-func (n *counter) get() (int, int) { n.mu.Lock(); defer n.mu.Unlock(); return n.calls, n.trips }
+func (n *counter) get() (int, int, int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.calls, n.pexpires, n.trips
+}
 
 func (n *counter) add(cmds []redis.Cmder) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.trips++
 	for _, c := range cmds {
-		if name := c.Name(); name == "evalsha" || name == "eval" {
+		switch c.Name() {
+		case "evalsha", "eval":
 			n.calls++
+		case "pexpire":
+			n.pexpires++
 		}
 	}
 }

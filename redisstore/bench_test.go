@@ -12,15 +12,19 @@ import (
 
 	"github.com/simba-go/simba/internal/testserver"
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/redisstore"
 )
 
 // Benchmarks on a private local Redis (go test -bench . -run '^$' ./redisstore/).
 
 // benchManager returns a Manager on a Store of its own client, as a
 // process of its own would have, with the given ttl (transition ttl/2).
+// The restart guard is off: the servers of the benchmarks are younger
+// than ttl + transition, and the guard would hold every mutex back until
+// they are not (see WithRestartGuard).
 func benchManager(b *testing.B, srv *testserver.RedisServer, ttl time.Duration) *lease.Manager {
 	b.Helper()
-	s := newStore(b, dial(b, srv.Addr()), srv.KeyPrefix())
+	s := newStore(b, dial(b, srv.Addr()), srv.KeyPrefix(), redisstore.WithRestartGuard(false))
 	m, err := lease.NewManager(s, lease.WithTTL(ttl), lease.WithTransition(ttl/2))
 	if err != nil {
 		b.Fatal(err)
@@ -33,26 +37,10 @@ func benchManager(b *testing.B, srv *testserver.RedisServer, ttl time.Duration) 
 	return m
 }
 
-// warm gives mutex its fencing counter with a 1 ms grant, so the restart
-// guard does not hold the first grant of a benchmark back (the server has
-// been up for seconds, not for the benchmark's ttl).
-func warm(b *testing.B, srv *testserver.RedisServer, mutex string) {
-	b.Helper()
-	s := newStore(b, dial(b, srv.Addr()), srv.KeyPrefix())
-	rec, err := s.Acquire(bg, mutex, "warm", time.Millisecond, 0)
-	if err != nil || !rec.Held("warm") {
-		b.Fatalf("warm-up grant: %+v, %v", rec, err)
-	}
-	if err := s.Release(bg, mutex, "warm", rec.Token); err != nil {
-		b.Fatal(err)
-	}
-}
-
 // BenchmarkAcquireRelease: one uncontended Acquire and Release through a
 // Manager (Watch, acquire script, release script).
 func BenchmarkAcquireRelease(b *testing.B) {
 	srv := privateRedis(b)
-	warm(b, srv, "bench")
 	m := benchManager(b, srv, 10*time.Second)
 	for b.Loop() {
 		l, err := m.Acquire(bg, "bench")
@@ -70,8 +58,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkHandoff(b *testing.B) {
 	srv := privateRedis(b)
 	direct := dial(b, srv.Addr())
-	queue := strings.TrimSuffix(lockKeyOf(srv.KeyPrefix(), "handoff"), ":lock") + ":queue"
-	warm(b, srv, "handoff")
+	queue := strings.TrimSuffix(recordKeyOf(srv.KeyPrefix(), "handoff"), ":r") + ":q"
 	ms := [2]*lease.Manager{benchManager(b, srv, 10*time.Second), benchManager(b, srv, 10*time.Second)}
 	l, err := ms[0].Acquire(bg, "handoff")
 	if err != nil {
@@ -114,8 +101,7 @@ func BenchmarkWaiters32(b *testing.B) {
 		b.Run("ttl="+ttl.String(), func(b *testing.B) {
 			srv := privateRedis(b)
 			direct := dial(b, srv.Addr())
-			queue := strings.TrimSuffix(lockKeyOf(srv.KeyPrefix(), "hot"), ":lock") + ":queue"
-			warm(b, srv, "hot")
+			queue := strings.TrimSuffix(recordKeyOf(srv.KeyPrefix(), "hot"), ":r") + ":q"
 			holder := benchManager(b, srv, ttl)
 			l, err := holder.Acquire(bg, "hot")
 			if err != nil {
@@ -128,6 +114,8 @@ func BenchmarkWaiters32(b *testing.B) {
 				go func() { _, _ = m.Acquire(ctx, "hot") }()
 			}
 			waitFor(b, "32 queued waiters", func() bool { n, _ := direct.ZCard(bg, queue).Result(); return n == 32 })
+			waitFor(b, "32 subscribed waiters", func() bool { return pubsubConns(b, direct) == 32 })
+			time.Sleep(time.Second) // each has made its attempt after subscribing
 			const window = 5 * time.Second
 			var rate, scripts float64
 			for b.Loop() {
@@ -169,7 +157,7 @@ func commands(b *testing.B, c *redis.Client) (total, scripts int64) {
 	return total, scripts
 }
 
-func atoi(b *testing.B, v string) int64 {
+func atoi(b testing.TB, v string) int64 {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		b.Fatal(err)

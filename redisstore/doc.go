@@ -1,6 +1,6 @@
 // Package redisstore is a [lease.Store] on Redis through a go-redis v9
-// client the caller owns: standalone, Sentinel (redis.NewFailoverClient) or
-// Redis Cluster.
+// client the caller owns: standalone, Sentinel (redis.NewFailoverClient),
+// Redis Cluster or a Ring.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // yours
 //	store, err := redisstore.New(rdb)
@@ -16,84 +16,155 @@
 //
 // # How it works
 //
-// Each operation is one Lua script (acquire.lua, renew.lua, release.lua,
-// get.lua, embedded), run atomically by EVALSHA with an EVAL fallback, every
-// key passed in KEYS. The keys of one mutex share one hash tag, the
-// base64url encoding of its name, so they live in one cluster slot and any
-// name (braces, colons, spaces, any UTF-8) works without collisions. See
-// keys.go for the layout under the prefix ([WithKeyPrefix]).
+// Acquire, release and get are each one Lua script (acquire.lua,
+// release.lua, get.lua, embedded), run atomically, every key passed in
+// KEYS. The keys of one mutex share one hash tag, the base64url encoding of
+// its name, so they live in one cluster slot and any name (braces, colons,
+// spaces, any UTF-8) works without collisions. A mutex has one record key
+// (its last token, owner, transition, queue and hold flags, in one string)
+// and, while held, a grant key named by the grant's token and owner, which
+// expires at the grant's transition end. See keys.go for the layout under
+// the prefix ([WithKeyPrefix]).
 //
-// One clock decides: the server's. A grant is a hash whose PX is ttl +
-// transition; remaining durations come from PTTL. Scripts read the server's
-// TIME only for tokens and queue expiry (Redis 7 replicates script effects,
+// One clock decides: the server's. Expiries are Redis's own (PX, PTTL);
+// remaining durations come from PTTL. Scripts read the server's TIME only
+// for the queue, holds and new counters (Redis 7 replicates script effects,
 // not scripts, so this is deterministic on replicas).
+//
+// What each operation costs the server, counted as INFO's
+// total_commands_processed counts (a script and every command it runs): an
+// uncontended acquire and release, 8 commands (EVALSHA, GET of the record,
+// PTTL of the last grant key, SET of the grant and of the record; EVALSHA,
+// GET, DEL of the grant); on a name without a record, one more (TIME and
+// the slot's epoch key instead of the last grant's PTTL). A renewal of a grant the Store made is one PEXPIRE
+// of its grant key, without a script (1: renewed; 0: not held, and the
+// renew script then reports the owner); the renew script runs instead
+// about once per retention/2 per grant, to extend its record, and for
+// grants the Store did not make. INFO runs once per Store and server life
+// (see Restarts) and once per slot after a flush, never per operation.
 //
 // # Fencing tokens
 //
-// A new grant's token is the larger of the mutex's counter plus one and
-// the server's time in microseconds. Tokens therefore strictly increase
-// per mutex, also when Redis restarts empty without persistence: a fresh
-// counter starts at the current time, above every earlier token (which
-// was at most the time of its grant, as long as fewer than one grant per
-// microsecond happened — scripts run one at a time and each takes longer).
-// The counter key expires 24 hours after the mutex's last grant, so
-// abandoned names leave nothing behind for long; a counter that expired
-// only matters if the server's clock stepped back by more than that.
-// Tokens are about 1.7e15 today and fit uint64 (and Lua's exact integers,
-// up to 2^53, until the year 2255).
+// A grant's token is the mutex's counter plus one; the counter is kept in
+// the mutex's record. A record is created (for a new name, or one whose
+// record is gone) or adopted (after a restart from a snapshot or an AOF, or
+// a failover) with its counter raised to at least the server's time in
+// microseconds. So tokens strictly increase per mutex while its record
+// lives, whatever the clocks do, and renewals keep the token. Once a record
+// is lost — expired after the retention, a restart without persistence or
+// from a snapshot or AOF that lacks the latest grants, FLUSHALL, FLUSHDB or
+// SWAPDB, a failover to a replica that had not received it — the next
+// token is larger than every earlier one of the mutex unless the server's
+// clock (the new primary's after a failover) reads earlier than it did when
+// the lost record was created, plus one microsecond per grant made from
+// that record: in practice, unless the clock stepped back by more than the
+// record's age. Tokens are about 1.8e15 today and fit uint64 (and Lua's
+// exact integers, up to 2^53, until the year 2255).
 //
-// # Restarts and eviction
+// # Retention
 //
-// A Redis that restarts without persistence forgets every grant, and a
-// holder would go on believing it holds its mutex while the server hands it
-// to someone else. The restart guard ([WithRestartGuard], on by default)
-// closes this: a mutex without a fencing counter on a server that has been
-// up for less than the requester's ttl + transition (plus a second) is held
-// back until then, so every forgotten grant has run out, and its holder has
-// been told, before the mutex is granted again. Keys must never be evicted:
-// run Redis with maxmemory-policy noeviction (every key of the Store has an
-// expiry, so the volatile-* policies would evict them).
+// A free mutex leaves one key behind, its record, which expires one
+// retention ([WithRetention], default 10 minutes) after its last write; a
+// held mutex's record always outlives the grant. A service that locks one
+// name per order id thus keeps about (names used per retention) records,
+// plus the queue keys of names that have waiters (which expire 2 × (ttl +
+// transition) after the last waiter's last attempt) and one epoch key per
+// cluster slot (one per server elsewhere), which never expires. Stores that
+// share mutexes should share the retention: the shortest one decides how
+// long a counter lasts.
+//
+// # Restarts and flushes
+//
+// A Redis server that restarts forgets its latest writes: all of them
+// without persistence, the ones after the last snapshot with RDB, up to a
+// second or two with AOF appendfsync everysec after a crash of the machine.
+// A flush (FLUSHALL, FLUSHDB, SWAPDB) forgets everything. A grant lost this
+// way is still believed by its holder until its deadline. The restart guard
+// ([WithRestartGuard], on by default) holds a mutex back, as a hand-off is,
+// until every grant the server may have forgotten has run out and its
+// holder has been told:
+//
+//   - Restarts. The script cache is empty after every restart (and kept by
+//     a flush), so the Store loads into each server life an acquire script
+//     of its own, which names the life (run_id) and the latest instant it
+//     can have begun (server time less uptime_in_seconds, plus a second):
+//     INFO and SCRIPT LOAD run over one connection once per Store and
+//     server life, on the NOSCRIPT that marks a new one. Each record carries
+//     the life that last adopted it. A record from another life (restored
+//     from a snapshot or an AOF), or no record at all, is held back until
+//     the life's start plus the requester's ttl + transition; a grant
+//     restored from disk is never extended by Acquire in that time, so its
+//     token cannot come back while a lost later grant is believed.
+//   - Flushes. Each slot (each server outside Redis Cluster) has an epoch
+//     key without expiry, which only a flush (or a hand) removes. A name
+//     without a record in a slot whose epoch key is gone makes the script
+//     ask INFO commandstats whether FLUSHALL, FLUSHDB or SWAPDB ran in this
+//     server life; if one did, the slot's record-less names are held back
+//     for the requester's ttl + transition from then, and the epoch key is
+//     written again (once per slot per flush).
+//
+// The guard assumes that a lost holder used at most the requester's ttl +
+// transition, that the Store's keys are changed only by Stores (no DEL by
+// hand, no CONFIG RESETSTAT between a flush and the next acquire in a slot,
+// which would hide the flush, no SWAPDB with another database that Stores
+// use, whose epoch keys would come along), and that keys are never evicted: run Redis
+// with maxmemory-policy noeviction (every key but the epoch keys has an
+// expiry, so the volatile-* policies would evict them). SCRIPT FLUSH is
+// harmless: the next acquire loads the script again.
 //
 // # Failover (asynchronous replication)
 //
-// Redis replicates asynchronously. When a primary fails and a replica that
-// had not yet received the latest grant is promoted, that grant is gone:
-// another contender can be granted the mutex while the first holder still
-// believes it holds it, until its lease runs out. Two holders are then
-// possible; only fencing protects the resource. Tokens still never repeat
-// or go backwards across the failover, as long as the new primary's clock
-// is not behind the old one's by more than the failover took, because the
-// new grant's token is at least the new primary's time in microseconds.
-// [WithWaitReplicas] makes Acquire wait (WAIT) until replicas acknowledged
-// each grant, which closes most of the window, but not all: WAIT is not a
-// consensus protocol, renewals are not waited for, and a replica that
-// acknowledged can still lose the election to one that did not. Use fencing
-// tokens at the resource when two holders would cost money.
+// Redis replicates asynchronously. A replica promoted to primary lacks the
+// writes it had not received: a grant, or the renewal that extended it.
+// Without [WithWaitReplicas], another contender can then be granted the
+// mutex while the holder still believes it holds it, until its deadline:
+// two holders are possible, and only fencing tokens protect the resource
+// (they keep increasing, see above). With WithWaitReplicas(n, timeout),
+// every grant and every renewal waits (WAIT) until n replicas acknowledged
+// it, and the holder counts it only then; a renewal that is not
+// acknowledged is not counted, so a holder cut off from its replicas is
+// told at its deadline. A replica that acknowledged every grant and renewal
+// its holders counted has each of them, with at least the expiry they
+// count on, so promoting it grants nobody a mutex whose holder still
+// believes it holds it, provided that the promoted replica is among those
+// that acknowledged (make n the number of replicas that can be promoted)
+// and that the primary's and the replicas' clocks agree within the
+// holders' safety margin (expiries travel as absolute times). WAIT is not
+// a consensus protocol: a replica that did not acknowledge, promoted by an
+// operator or a Sentinel that prefers it, can still lose a counted grant.
 //
 // # Fair queue and hand-off
 //
 // A losing Acquire enqueues its contender (FIFO by first arrival) with an
 // expiry of 2 × (ttl + transition) from its latest attempt, so a crashed
-// waiter stops absorbing wake-ups. The winner leaves the queue, and Release
-// removes the caller's entry whatever the token (token 0 only withdraws).
-// When a Release frees the mutex, the longest live waiter is woken through
-// pub/sub and, for a short window ([WithHandoff]), only it may take the
-// mutex; others get an empty Owner and a positive Transition, the time to
-// try again. A waiter that does not come in time leaves the queue at the
-// next call on the mutex, and the next waiter gets a window and a wake-up.
-// When a grant's transition simply ends (a crashed holder), nothing is
-// held back: waiters poll then, and the first Acquire wins.
+// waiter stops absorbing wake-ups; the record's queue flag keeps this off
+// the path of a mutex nobody waits for. The winner leaves the queue, and
+// Release removes the caller's entry whatever the token (token 0 only
+// withdraws). When a Release frees the mutex, the longest live waiter
+// (the head) is woken through pub/sub and, for a short window
+// ([WithHandoff]), only it may take the mutex; others get an empty Owner
+// and a positive Transition, the time to try again. The release message
+// also names the waiter after the head: its Watch wakes it when the window
+// ends, unless it hears the head's grant first, so a head that crashed
+// (a process killed while waiting) delays the next waiter by one window,
+// not until the old owner's transition end. At the lapse the head leaves
+// the queue, and the next waiter gets the mutex (or its own window and
+// wake-up when another call noticed the lapse first). When a grant's
+// transition simply ends (a crashed holder), nothing is held back: waiters
+// poll then, and the first Acquire wins.
 //
 // # Push and polling
 //
 // Scripts publish on the mutex's channel (PUBLISH, or SPUBLISH on Redis
-// Cluster); a Store keeps one subscription connection per server it
-// watches, multiplexing all open Watch calls, and one reader goroutine for
-// it, both ended shortly after the last Watch ends, or by [Store.Close]. Events are
-// hints only: the lease package also polls at the owner's transition end,
-// so a lost message or a killed subscription delays a waiter but never
-// blocks it. Clients other than *redis.Client and *redis.ClusterClient (a
-// *redis.Ring) get no push ([ErrNoPush]) and only poll.
+// Cluster) when someone waits or observes: the record carries a flag for
+// each, set by a waiter's Acquire and an observer's Watch, and a message
+// nobody receives clears the observers' flag. A Store keeps one
+// subscription connection per server it watches, multiplexing all open
+// Watch calls, and one reader goroutine for it, both ended shortly after
+// the last Watch ends, or by [Store.Close]. Events are hints only: the
+// lease package also polls at the owner's transition end, so a lost
+// message or a killed subscription delays a waiter but never blocks it. A
+// *redis.Ring gets no push ([ErrNoPush]) and only polls.
 //
 // # Errors
 //
@@ -101,6 +172,17 @@
 // Every other error — a connection error, a timeout, LOADING, TRYAGAIN,
 // CLUSTERDOWN, a reply the Store did not write ([ErrUnexpectedReply]) —
 // means the outcome is unknown; the lease package retries or gives up
-// safely. A grant is only ever reported from a script's own reply.
-// MOVED and ASK are followed by go-redis.
+// safely. A grant is only ever reported from a script's own reply. MOVED
+// and ASK are followed by go-redis; while a slot moves between servers an
+// Acquire may fail (its script is loaded per server) and is retried.
+//
+// The ACL user of the client needs the scripting commands (EVALSHA, EVAL,
+// SCRIPT LOAD), INFO, TIME (in scripts), PEXPIRE, WAIT with
+// [WithWaitReplicas], (S)PUBLISH and (S)SUBSCRIBE on the channels, and the
+// keys under the prefix; a refusal is [lease.ErrStoreSetup].
+//
+// This layout (a string record and grant keys) replaced the hash of
+// earlier versions: stop every process of an earlier version before
+// starting this one on the same mutexes, or they will not see each
+// other's grants.
 package redisstore

@@ -105,8 +105,7 @@ func (h *hub) remove(w *watcher) {
 	if sh == nil { // already ended by a broken subscription or Close
 		return
 	}
-	w.sh = nil
-	close(w.ch)
+	w.end()
 	cs := sh.chans[w.channel]
 	delete(cs.watchers, w)
 	if len(cs.watchers) == 0 {
@@ -198,8 +197,7 @@ func (h *hub) kill(sh *shard) {
 	}
 	for _, cs := range sh.chans {
 		for w := range cs.watchers {
-			w.sh = nil
-			close(w.ch)
+			w.end()
 		}
 		cs.confirm()
 	}

@@ -1,6 +1,10 @@
 package redisstore
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+	"strconv"
+	"sync"
+)
 
 // Key layout. All keys of one mutex share the hash tag {<base64url of the
 // name>}, so they live in one Redis Cluster slot and one script can touch
@@ -8,20 +12,35 @@ import "encoding/base64"
 // ':' or a space, so any name works and different names never share keys.
 // A name of 255 bytes gives a tag of 340 characters.
 //
-//	<prefix>{<tag>}:lock   hash: owner, token, transition; expires at the transition end
-//	<prefix>{<tag>}:token  the fencing counter; expires one retention after the last grant
-//	<prefix>{<tag>}:queue  zset: waiters by first arrival
-//	<prefix>{<tag>}:qexp   hash: waiter -> expiry and span
-//	<prefix>{<tag>}:hold   hash: the waiter a freed mutex is held back for
-//	<prefix>{<tag>}:ev     the pub/sub channel of the mutex
+//	<prefix>{<tag>}:r                 the record: last token, owner, queue and hold
+//	                                  flags; lives one retention after its last write,
+//	                                  and always longer than the grant
+//	<prefix>{<tag>}:g:<token>:<owner> the live grant; expires at its transition end
+//	<prefix>{<tag>}:q                 zset: waiters by first arrival
+//	<prefix>{<tag>}:qe                hash: waiter -> expiry and span
+//	<prefix>{<tag>}:ev                the pub/sub channel of the mutex
+//	<prefix>{~<n>}:epoch              one per slot (one per server outside Redis
+//	                                  Cluster), no expiry: gone only after a flush
+//
+// A renewal names the grant key, so it is one PEXPIRE (1: renewed, 0: not
+// held) with no script. The epoch keys' tags start with '~', which base64url
+// never yields, and are chosen to hash to each slot.
 
 // keys are the keys of one mutex, in the order the scripts expect (see
-// lib.lua), the channel last.
-type keys [6]string
+// lib.lua), the channel last but one and the slot's epoch key last.
+type keys [5]string
 
 func (s *Store) keysOf(mutex string) keys {
 	base := s.tagged(mutex)
-	return keys{base + ":lock", base + ":token", base + ":queue", base + ":qexp", base + ":hold", base + ":ev"}
+	return keys{base + ":r", base + ":q", base + ":qe", base + ":ev", s.epochKey(base)}
+}
+
+// scriptKeys are the keys of every script but acquire's.
+func (k *keys) scriptKeys() []string { return k[:4] }
+
+// grantKey names the grant with token of owner on mutex.
+func (s *Store) grantKey(mutex string, token uint64, owner string) string {
+	return s.tagged(mutex) + ":g:" + strconv.FormatUint(token, 10) + ":" + owner
 }
 
 // tagged returns the prefix and hash tag of mutex.
@@ -31,6 +50,31 @@ func (s *Store) tagged(mutex string) string {
 
 // channelOf returns the pub/sub channel of mutex.
 func (s *Store) channelOf(mutex string) string { return s.tagged(mutex) + ":ev" }
+
+// epochKey returns the epoch key of the slot of key: one per slot on Redis
+// Cluster (a script may only touch keys of its own slot), else one.
+func (s *Store) epochKey(key string) string {
+	if s.cluster == nil {
+		return s.cfg.prefix + "{~}:epoch"
+	}
+	return s.cfg.prefix + "{~" + strconv.FormatUint(uint64(slotTags()[slotOf(key)]), 36) + "}:epoch"
+}
+
+// slotTags gives, for each cluster slot, the smallest n whose tag "~" +
+// base 36 of n hashes to it (about 170,000 CRC16s, once per process).
+var slotTags = sync.OnceValue(func() *[16384]uint32 {
+	var t [16384]uint32
+	var seen [16384]bool
+	left := len(t)
+	for n := uint32(0); left > 0; n++ {
+		slot := crc16("~"+strconv.FormatUint(uint64(n), 36)) % 16384
+		if !seen[slot] {
+			seen[slot], t[slot] = true, n
+			left--
+		}
+	}
+	return &t
+})
 
 // slotOf returns the Redis Cluster slot of key: CRC16 (XMODEM) of its hash
 // tag, or of the whole key when it has none, modulo 16384.
@@ -52,12 +96,10 @@ func slotOf(key string) uint16 {
 	return crc16(key) % 16384
 }
 
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the
-// checksum of Redis Cluster's key slots.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
+// crcTable is CRC-16/XMODEM by byte (polynomial 0x1021).
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -65,6 +107,17 @@ func crc16(s string) uint16 {
 				crc <<= 1
 			}
 		}
+		t[i] = crc
+	}
+	return t
+}()
+
+// crc16 is CRC-16/XMODEM (initial value 0), the checksum of Redis
+// Cluster's key slots.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^s[i]]
 	}
 	return crc
 }

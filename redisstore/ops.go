@@ -12,36 +12,20 @@ import (
 )
 
 // Acquire grants mutex to contender when it is free (and not held back for
-// another waiter), when the previous grant's transition has ended, or when
-// contender holds the live grant (then it extends that grant and keeps its
-// token). A new grant gets a token above every earlier one of the mutex. A
-// losing contender joins the mutex's wait queue. One script, one round trip
-// (two commands in one pipeline with [WithWaitReplicas]).
+// another waiter or after a possible loss of data), when the previous
+// grant's transition has ended, or when contender holds the live grant
+// (then it extends that grant and keeps its token). A new grant gets a
+// token above every earlier one of the mutex. A losing contender joins the
+// mutex's wait queue. One script, one round trip (two commands in one
+// pipeline with [WithWaitReplicas]).
 func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
 	}
 	k := s.keysOf(mutex)
-	guard := "1"
-	if s.cfg.noGuard {
-		guard = "0"
-	}
-	args := []any{contender, ms(ttl), ms(transition), ms(s.cfg.handoff), s.pubCmd, ms(tokenRetention), guard}
-	var v any
-	var err error
-	if s.cfg.waitN > 0 {
-		var acks int64
-		v, acks, err = s.runAndWait(ctx, k[:], args)
-		if err == nil {
-			rec, perr := decodeRecord(v)
-			if perr == nil && rec.Held(contender) && acks < int64(s.cfg.waitN) {
-				return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w: %d of %d replicas in %v",
-					mutex, ErrNotReplicated, acks, s.cfg.waitN, s.cfg.waitTimeout)
-			}
-		}
-	} else {
-		v, err = s.run(ctx, acquireScript, k[:], args...)
-	}
+	args := []any{contender, ms(ttl), ms(transition), ms(s.cfg.handoff), s.pubCmd, ms(s.cfg.keep)}
+	sent := time.Now()
+	v, acks, err := s.runAcquire(ctx, k, args)
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
 	}
@@ -49,44 +33,64 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
 	}
+	if rec.Held(contender) {
+		s.grants.put(grantID(mutex, contender, rec.Token), ms(transition), sent, s.cfg.keep)
+		if s.cfg.waitN > 0 && acks < int64(s.cfg.waitN) {
+			return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w: %d of %d replicas in %v",
+				mutex, ErrNotReplicated, acks, s.cfg.waitN, s.cfg.waitTimeout)
+		}
+	}
 	return rec, nil
 }
 
-// runAndWait runs the acquire script and WAIT in one pipeline on the
-// connection of the server that owns the mutex, so WAIT counts the
+// runAcquire runs the acquire script of the current life of the server
+// that owns the mutex, loading it when the server does not know it (a new
+// Store, or a new life of the server), and, with [WithWaitReplicas], WAIT
+// in the same pipeline on that server's connection, so WAIT counts the
 // replicas that acknowledged this very write. It returns the script's
-// reply and the number of acknowledgements.
-func (s *Store) runAndWait(ctx context.Context, k []string, args []any) (any, int64, error) {
-	node := s.single
-	if s.cluster != nil {
-		var err error
-		if node, err = s.cluster.MasterForKey(ctx, k[0]); err != nil {
-			return nil, 0, err
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		var ev *redis.Cmd
-		var wait *redis.Cmd
-		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			ev = acquireScript.EvalSha(ctx, p, k, args...)
-			wait = p.Do(ctx, "WAIT", s.cfg.waitN, ms(s.cfg.waitTimeout))
-			return nil
-		})
-		if redis.HasErrorPrefix(ev.Err(), "NOSCRIPT") && attempt == 0 {
-			if err := acquireScript.Load(ctx, node).Err(); err != nil {
-				return nil, 0, err
-			}
-			continue // nothing ran: the script was unknown
-		}
-		if err := ev.Err(); err != nil {
-			return nil, 0, scriptErr(err)
-		}
-		acks, err := wait.Int64()
+// reply and the acknowledgements.
+func (s *Store) runAcquire(ctx context.Context, k keys, args []any) (any, int64, error) {
+	stale := ""
+	for range 3 {
+		c, addr, err := s.serverOf(ctx, k[0])
 		if err != nil {
 			return nil, 0, err
 		}
-		return ev.Val(), acks, nil
+		sha, err := s.acquireSHA(ctx, c, addr, stale)
+		if err != nil {
+			return nil, 0, scriptErr(err)
+		}
+		var v any
+		var acks int64
+		if s.cfg.waitN > 0 {
+			v, acks, err = s.evalAndWait(ctx, c, sha, k[:], args)
+		} else {
+			v, err = s.c.EvalSha(ctx, sha, k[:], args...).Result()
+		}
+		if !isNoScript(err) {
+			return v, acks, scriptErr(err)
+		}
+		stale = sha // nothing ran: a new life of the server, or the slot moved
 	}
+	return nil, 0, errNoScript
+}
+
+// evalAndWait runs EVALSHA and WAIT in one pipeline on c.
+func (s *Store) evalAndWait(ctx context.Context, c *redis.Client, sha string, k []string, args []any) (any, int64, error) {
+	var ev, wait *redis.Cmd
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ev = p.EvalSha(ctx, sha, k, args...)
+		wait = p.Do(ctx, "WAIT", s.cfg.waitN, ms(s.cfg.waitTimeout))
+		return nil
+	})
+	if err := ev.Err(); err != nil {
+		return nil, 0, err
+	}
+	acks, err := wait.Int64()
+	if err != nil {
+		return nil, 0, err
+	}
+	return ev.Val(), acks, nil
 }
 
 // Renew extends the grant of contender with token by ttl, then transition,
@@ -112,8 +116,12 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 	if err := checkNameContender(mutex, contender); err != nil {
 		return fmt.Errorf("redisstore: release %q: %w", mutex, err)
 	}
+	if token != 0 {
+		s.grants.drop(grantID(mutex, contender, token))
+	}
 	k := s.keysOf(mutex)
-	v, err := s.run(ctx, releaseScript, k[:], contender, strconv.FormatUint(token, 10), ms(s.cfg.handoff), s.pubCmd)
+	v, err := s.run(ctx, releaseScript, k.scriptKeys(), contender, strconv.FormatUint(token, 10),
+		ms(s.cfg.handoff), s.pubCmd, ms(s.cfg.keep))
 	if err != nil {
 		return fmt.Errorf("redisstore: release %q: %w", mutex, err)
 	}
@@ -127,14 +135,14 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 }
 
 // Get returns the current record of mutex without changing it. A free or
-// unknown mutex has an empty Owner; a free mutex held back for a waiter has
-// a positive Transition (the rest of the hand-off window).
+// unknown mutex has an empty Owner; a free mutex held back for a waiter (or
+// after a restart) has a positive Transition (the rest of the hold).
 func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
 	if err := lease.ValidateName(mutex); err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: get: %w", err)
 	}
 	k := s.keysOf(mutex)
-	v, err := s.run(ctx, getScript, k[:])
+	v, err := s.run(ctx, getScript, k.scriptKeys())
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: get %q: %w", mutex, err)
 	}

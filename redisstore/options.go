@@ -17,6 +17,10 @@ const DefaultKeyPrefix = "simba:"
 // a Release is held back for the longest live waiter.
 const DefaultHandoff = time.Second
 
+// DefaultRetention is the default of [WithRetention]: how long a mutex's
+// record, and with it its fencing counter, outlives its last use.
+const DefaultRetention = 10 * time.Minute
+
 // maxKeyPrefix bounds the key prefix, so keys stay short.
 const maxKeyPrefix = 256
 
@@ -31,29 +35,48 @@ type config struct {
 	waitTimeout time.Duration
 	logger      *slog.Logger
 	noGuard     bool
+	keep        time.Duration // retention of a record
 	health      time.Duration // see healthCheck; shorter in tests
 }
 
 func defaultConfig() config {
-	return config{prefix: DefaultKeyPrefix, handoff: DefaultHandoff, health: healthCheck}
+	return config{prefix: DefaultKeyPrefix, handoff: DefaultHandoff, keep: DefaultRetention, health: healthCheck}
 }
 
-// WithRestartGuard turns the restart guard on (the default) or off. A Redis
-// server that restarts without persistence forgets every grant, so a
-// holder could believe it holds a mutex that the server would give to
-// someone else at once. With the guard, a mutex that has no fencing
-// counter on a server that has been up for less than the requester's ttl +
-// transition (plus one second) is held back, as a hand-off is: Acquire
-// reports an empty Owner and the time to wait, and queues the caller. By
-// then every grant the server forgot has run out, and its holder has been
-// told. The guard assumes the old holder used the same ttl and transition
-// as the requester. It costs an INFO call only when a mutex gets its first
-// grant in a day, and delays only first grants in the first seconds after a
-// server starts. Turn it off only if Redis persists every write (AOF with
-// appendfsync always) or the delay after a start is unacceptable.
+// WithRestartGuard turns the restart guard on (the default) or off. A
+// Redis server that restarts, also from an RDB snapshot or an AOF, or
+// whose data is flushed (FLUSHALL, FLUSHDB, SWAPDB), may have lost a
+// grant whose holder still believes it holds the mutex. With the guard, a
+// mutex whose record the server lost or restored is held back, as a
+// hand-off is (Acquire reports an empty Owner and the time to wait, and
+// queues the caller), until ttl + transition after the restart or the
+// flush: every grant the server may have forgotten has run out by then,
+// and its holder has been told. The guard assumes the lost holder used the
+// requester's ttl and transition (or shorter ones). It costs no command on
+// a mutex whose record the server kept; see the package documentation for
+// how restarts and flushes are told apart from new names. Turn it off only
+// if Redis persists every write (AOF with appendfsync always) and nobody
+// flushes it, or the delay after a restart is unacceptable.
 func WithRestartGuard(on bool) Option {
 	return func(c *config) error {
 		c.noGuard = !on
+		return nil
+	}
+}
+
+// WithRetention sets how long a mutex's record outlives its last use
+// (default [DefaultRetention]): the one key a free mutex leaves behind,
+// which carries its fencing counter. A service that locks one name per
+// order keeps about (names used per retention) records. After the record
+// expires, the name's next token starts again at the server's time in µs
+// (see the package documentation). Renewals are cheapest (one PEXPIRE)
+// when d is at least 4 × (ttl + transition). d is 1 s to 30 days.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Second || d > 30*24*time.Hour {
+			return fmt.Errorf("%w: redisstore: retention %v out of [1s, 720h]", lease.ErrInvalidArgument, d)
+		}
+		c.keep = d
 		return nil
 	}
 }
@@ -78,10 +101,12 @@ func WithKeyPrefix(prefix string) Option {
 // WithHandoff sets the hand-off window (default [DefaultHandoff]): when a
 // Release frees a mutex that has live waiters, only the longest waiter may
 // take it for d (at most its own ttl + transition); others are told to try
-// again when the window ends. A waiter that does not come in time leaves
-// the queue and the next one gets a window and a wake-up. d = 0 disables
-// the reservation: a Release then only wakes the longest waiter. Keep d
-// well below ttl + transition; it is at most one minute.
+// again when the window ends. The waiter after it is woken when the window
+// ends, unless the first one took the mutex: a waiter that does not come
+// in time (a crashed process) leaves the queue and the next one takes its
+// turn. d = 0 disables the reservation: a Release then wakes the longest
+// waiter, and the next one 100 ms later unless the first took the mutex.
+// Keep d well below ttl + transition; it is at most one minute.
 func WithHandoff(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 || d > time.Minute {
@@ -92,16 +117,18 @@ func WithHandoff(d time.Duration) Option {
 	}
 }
 
-// WithWaitReplicas makes every Acquire that grants or extends a grant wait
-// until n replicas have acknowledged it (Redis WAIT, at most timeout). When
-// fewer do, Acquire returns an error wrapping [ErrNotReplicated]: the
-// outcome is unknown to the caller, which retries (the retry extends the
-// same grant and waits again) or gives up and releases. This narrows, but
-// does not close, the window in which an asynchronous failover loses a
-// grant; see the package documentation. n is 1 to 100, timeout 1 ms to
-// one minute, and must stay below the client's ReadTimeout (WAIT is read
-// with it). It needs a *redis.Client (standalone or Sentinel) or a
-// *redis.ClusterClient.
+// WithWaitReplicas makes every Acquire that grants or extends a grant,
+// and every renewal, wait until n replicas have acknowledged it (Redis
+// WAIT, at most timeout, one WAIT per server and renewal batch). When
+// fewer do, the call fails with an error wrapping [ErrNotReplicated]: the
+// outcome is unknown to the caller, which retries (a retried Acquire
+// extends the same grant and waits again) or gives up, and a lease whose
+// renewals go unacknowledged is lost at its deadline. A replica that
+// acknowledged every grant and renewal a holder counted has each of them
+// when it is promoted; see the package documentation for what this does
+// and does not close. n is 1 to 100, timeout 1 ms to one minute, and must
+// stay below the client's ReadTimeout (WAIT is read with it). It needs a
+// *redis.Client (standalone or Sentinel) or a *redis.ClusterClient.
 func WithWaitReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) error {
 		if n < 1 || n > 100 || timeout < time.Millisecond || timeout > time.Minute {

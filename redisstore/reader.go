@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -64,8 +65,7 @@ func (h *hub) handle(sh *shard, msg any) {
 			// watchers, who poll and watch again.
 			if cs := sh.chans[m.Channel]; cs != nil {
 				for w := range cs.watchers {
-					w.sh = nil
-					close(w.ch)
+					w.end()
 				}
 				delete(sh.chans, m.Channel)
 			}
@@ -81,38 +81,42 @@ func (h *hub) handle(sh *shard, msg any) {
 			return
 		}
 		for w := range cs.watchers {
-			w.deliver(ev)
+			w.deliver(h, ev)
 		}
 	}
 }
 
 // message is a notification a script published (see watch.go).
 type message struct {
-	kind  byte // 'g' grant, 'r' release, 'w' wake after a lapsed hand-off
+	kind  byte // 'g' grant, 'r' release, 'w' wake after a lapsed hold
 	token uint64
-	owner string // of a grant
-	head  string // the waiter woken by a release or lapse, or ""
+	owner string        // of a grant
+	head  string        // the waiter whose turn it is, or ""
+	next  string        // the waiter after it, or ""
+	win   time.Duration // the head's window: when it ends, next is woken
 }
 
-// parseMessage reads "g|<token>|<owner>", "r|<head>" or "w|<head>".
+// parseMessage reads "g<NUL><token><NUL><owner>" or
+// "r|w<NUL><head><NUL><next><NUL><window ms>" (ids contain no NUL).
 func parseMessage(p string) (message, bool) {
-	if len(p) < 2 || p[1] != '|' {
+	f := strings.Split(p, "\x00")
+	if len(f[0]) != 1 {
 		return message{}, false
 	}
-	m, rest := message{kind: p[0]}, p[2:]
-	switch m.kind {
-	case 'g':
-		tok, owner, ok := strings.Cut(rest, "|")
-		n, err := strconv.ParseUint(tok, 10, 64)
-		if !ok || err != nil || n == 0 || owner == "" {
+	m := message{kind: f[0][0]}
+	switch {
+	case m.kind == 'g' && len(f) == 3:
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil || n == 0 || f[2] == "" {
 			return message{}, false
 		}
-		m.token, m.owner = n, owner
-	case 'r', 'w':
-		m.head = rest
-		if m.kind == 'w' && rest == "" {
+		m.token, m.owner = n, f[2]
+	case (m.kind == 'r' || m.kind == 'w') && len(f) == 4:
+		n, err := strconv.ParseUint(f[3], 10, 32)
+		if err != nil || (m.kind == 'w' && f[1] == "") {
 			return message{}, false
 		}
+		m.head, m.next, m.win = f[1], f[2], time.Duration(n)*time.Millisecond
 	default:
 		return message{}, false
 	}

@@ -14,9 +14,10 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// The Lua scripts, one per operation; those that need the queue, the
-// counter or the clock share lib.lua. Each runs atomically on the server
-// that owns the mutex's slot, by EVALSHA with an EVAL fallback.
+// The Lua scripts, one per operation, sharing lib.lua. Each runs
+// atomically on the server that owns the mutex's slot. Acquire's text is
+// made per server life (see life.go) and runs by EVALSHA only; the others
+// hold nothing of a life and run by EVALSHA with an EVAL fallback.
 var (
 	//go:embed lib.lua
 	libLua string
@@ -28,11 +29,13 @@ var (
 	renewLua string
 	//go:embed get.lua
 	getLua string
+	//go:embed observe.lua
+	observeLua string
 
-	acquireScript = redis.NewScript(libLua + acquireLua)
 	releaseScript = redis.NewScript(libLua + releaseLua)
-	renewScript   = redis.NewScript(renewLua)
+	renewScript   = redis.NewScript(libLua + renewLua)
 	getScript     = redis.NewScript(libLua + getLua)
+	observeScript = redis.NewScript(libLua + observeLua)
 )
 
 // ms converts d to whole milliseconds, rounding up, so the server never
@@ -49,8 +52,8 @@ func (s *Store) run(ctx context.Context, script *redis.Script, k []string, args 
 
 // scriptErr marks the error a script raises on a foreign value under the
 // Store's keys, and a server's refusal to run the Store's commands for
-// this client (an ACL without EVALSHA or without the keys: NOPERM) as
-// lease.ErrStoreSetup.
+// this client (an ACL without the scripting commands, INFO or the keys:
+// NOPERM) as lease.ErrStoreSetup.
 func scriptErr(err error) error {
 	if err == nil {
 		return nil
@@ -59,7 +62,7 @@ func scriptErr(err error) error {
 		return fmt.Errorf("%w: %v", ErrUnexpectedReply, err)
 	}
 	if strings.HasPrefix(err.Error(), "NOPERM") {
-		return fmt.Errorf("%w (the client's ACL user needs the scripting commands and the store's keys): %w", lease.ErrStoreSetup, err)
+		return fmt.Errorf("%w (the client's ACL user needs the scripting commands, INFO and the store's keys): %w", lease.ErrStoreSetup, err)
 	}
 	return err
 }

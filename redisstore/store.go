@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,9 +13,10 @@ import (
 // Errors of the Store besides those of package lease. Each is wrapped with
 // the operation and the mutex name.
 var (
-	// ErrNotReplicated: an Acquire granted or extended the mutex on the
-	// primary, but fewer replicas than [WithWaitReplicas] asked for
-	// acknowledged it in time. The outcome is unknown to the caller.
+	// ErrNotReplicated: an Acquire granted or extended the mutex, or a
+	// renewal extended a grant, on the primary, but fewer replicas than
+	// [WithWaitReplicas] asked for acknowledged it in time. The outcome is
+	// unknown to the caller.
 	ErrNotReplicated = errors.New("redisstore: not acknowledged by enough replicas")
 	// ErrUnexpectedReply: Redis answered a script with something the Store
 	// did not write (a foreign value under its keys, or an old script).
@@ -29,13 +29,6 @@ var (
 	// waiters of package lease then poll.
 	ErrNoPush = errors.New("redisstore: no pub/sub for this client type")
 )
-
-// tokenRetention is how long a mutex's fencing counter outlives its last
-// grant. Tokens are the counter plus one or the server's time in µs,
-// whichever is larger, so a counter that expired (or was lost with a
-// restart) only matters if the server's clock stepped back by more than
-// this since the last grant.
-const tokenRetention = 24 * time.Hour
 
 // Compile-time checks that Store keeps the port and both capabilities.
 var (
@@ -51,22 +44,24 @@ type Store struct {
 	c       redis.UniversalClient
 	cluster *redis.ClusterClient // non-nil on Redis Cluster
 	single  *redis.Client        // non-nil on standalone or Sentinel
+	ring    *redis.Ring          // non-nil on a Ring
 	cfg     config
 	pubCmd  string // PUBLISH, or SPUBLISH on Redis Cluster
 	log     *slog.Logger
 	hub     *hub
+	nodes   nodes  // the acquire script of each server's life
+	grants  grants // the Store's own live grants, for cheap renewals
 }
 
 // New returns a Store on client: a *redis.Client (standalone, or Sentinel
-// through redis.NewFailoverClient), a *redis.ClusterClient, or any other
-// redis.UniversalClient whose scripts reach the server owning their keys
-// (a *redis.Ring works, without push notifications). The Store never
-// closes or reconfigures the client; size its pool for the Managers that
-// share it. Redis 7 or later is needed on Redis Cluster (sharded pub/sub);
-// 6.2 or later elsewhere.
+// through redis.NewFailoverClient), a *redis.ClusterClient, or a
+// *redis.Ring (without push notifications). The Store never closes or
+// reconfigures the client; size its pool for the Managers that share it.
+// Redis 7 or later is needed on Redis Cluster (sharded pub/sub); 6.2 or
+// later elsewhere (see the package documentation for what holds on 6.2).
 //
-// A nil client or an invalid option gives an error wrapping
-// [lease.ErrInvalidArgument].
+// A nil client, another client type or an invalid option gives an error
+// wrapping [lease.ErrInvalidArgument].
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("%w: redisstore: nil client", lease.ErrInvalidArgument)
@@ -86,11 +81,15 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		s.cluster, s.pubCmd = c, "SPUBLISH"
 	case *redis.Client:
 		s.single = c
-	default:
+	case *redis.Ring:
 		if cfg.waitN > 0 {
 			return nil, fmt.Errorf("%w: redisstore: WithWaitReplicas needs a *redis.Client or *redis.ClusterClient, not %T",
 				lease.ErrInvalidArgument, client)
 		}
+		s.ring = c
+	default:
+		return nil, fmt.Errorf("%w: redisstore: a *redis.Client, *redis.ClusterClient or *redis.Ring, not %T",
+			lease.ErrInvalidArgument, client)
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

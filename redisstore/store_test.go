@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,26 +56,26 @@ func TestTokenCounterAheadOfClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	future := tok + uint64(time.Hour/time.Microsecond)
-	key := tokenKey(t, c, srv.KeyPrefix())
-	if err := c.Set(bg, key, future, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	key := recordKeyOf(srv.KeyPrefix(), "ahead")
+	setRecordField(t, c, key, 1, strconv.FormatUint(future, 10))
 	if got := mustHold(t, s, "ahead", "b").Token; got != future+1 {
 		t.Fatalf("token %d after a counter of %d, want %d", got, future, future+1)
 	}
-	if d, err := c.PTTL(bg, key).Result(); err != nil || d < time.Hour {
-		t.Fatalf("counter PTTL %v, %v: want it kept for a day", d, err)
-	}
 }
 
-// tokenKey finds the one counter key under prefix.
-func tokenKey(t *testing.T, c *redis.Client, prefix string) string {
+// setRecordField sets field i (0-based, see lib.lua's decode) of the
+// record under key, keeping its expiry.
+func setRecordField(t testing.TB, c *redis.Client, key string, i int, v string) {
 	t.Helper()
-	keys, err := c.Keys(bg, prefix+"*:token").Result()
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("counter keys %v, %v; want one", keys, err)
+	raw, err := c.Get(bg, key).Result()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return keys[0]
+	f := strings.Split(raw, "\x00")
+	f[i] = v
+	if err := c.Set(bg, key, strings.Join(f, "\x00"), redis.KeepTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestOddNamesNeverCollide holds each of a set of names that a careless
@@ -108,7 +109,7 @@ func TestOddNamesNeverCollide(t *testing.T) {
 			t.Errorf("key %q: want <prefix>{tag}:<suffix>", k)
 		}
 	}
-	if len(keys) < 2*len(names) { // lock and counter of each
+	if len(keys) < 2*len(names) { // record and grant of each
 		t.Errorf("%d keys for %d names", len(keys), len(names))
 	}
 }
@@ -124,6 +125,10 @@ func TestBadInput(t *testing.T) {
 	}
 	srv := sharedRedis(t)
 	c := dial(t, srv.Addr())
+	wrapped := struct{ *redis.Client }{c} // the Store cannot tell which server owns a key
+	if _, err := redisstore.New(wrapped); !errors.Is(err, lease.ErrInvalidArgument) {
+		t.Errorf("New(%T) error %v, want ErrInvalidArgument", wrapped, err)
+	}
 	for name, opt := range map[string]redisstore.Option{
 		"prefix with {":    redisstore.WithKeyPrefix("a{b"),
 		"prefix with }":    redisstore.WithKeyPrefix("a}"),
@@ -132,6 +137,8 @@ func TestBadInput(t *testing.T) {
 		"huge handoff":     redisstore.WithHandoff(time.Hour),
 		"zero replicas":    redisstore.WithWaitReplicas(0, time.Second),
 		"zero wait":        redisstore.WithWaitReplicas(1, 0),
+		"short retention":  redisstore.WithRetention(time.Millisecond),
+		"long retention":   redisstore.WithRetention(1000 * time.Hour),
 	} {
 		if _, err := redisstore.New(c, opt); !errors.Is(err, lease.ErrInvalidArgument) {
 			t.Errorf("New with %s: error %v, want ErrInvalidArgument", name, err)
@@ -193,19 +200,25 @@ func TestGarbageUnderOurKeys(t *testing.T) {
 	srv := sharedRedis(t)
 	c := dial(t, srv.Addr())
 	s := newStore(t, c, srv.KeyPrefix())
-	mustHold(t, s, "g", "a")
-	lock := strings.TrimSuffix(tokenKey(t, c, srv.KeyPrefix()), ":token") + ":lock"
+	good := mustHold(t, s, "g", "a")
+	rec := recordKeyOf(srv.KeyPrefix(), "g")
+	raw, err := c.Get(bg, rec).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for what, corrupt := range map[string]func() error{
-		"token not a number": func() error { return c.HSet(bg, lock, "t", "x").Err() },
-		"owner without token": func() error {
-			return c.HDel(bg, lock, "t").Err()
+		"token not a number":  func() error { setRecordField(t, c, rec, 3, "x"); return nil },
+		"owner without token": func() error { setRecordField(t, c, rec, 3, "0"); return nil },
+		"too few fields":      func() error { return c.Set(bg, rec, "s1\x001", time.Minute).Err() },
+		"another version":     func() error { setRecordField(t, c, rec, 0, "s9"); return nil },
+		"a hash, not a string": func() error {
+			return errors.Join(c.Del(bg, rec).Err(), c.HSet(bg, rec, "o", "a").Err())
 		},
-		"a string, not a hash": func() error { return c.Set(bg, lock, "v", time.Minute).Err() },
 	} {
-		if err := c.Del(bg, lock).Err(); err != nil {
+		if err := c.Del(bg, rec).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.HSet(bg, lock, "o", "a", "t", "7", "x", "100").Err(); err != nil {
+		if err := c.Set(bg, rec, raw, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if err := corrupt(); err != nil {
@@ -221,10 +234,12 @@ func TestGarbageUnderOurKeys(t *testing.T) {
 		if _, err := s.Get(bg, "g"); err == nil {
 			t.Errorf("%s: Get succeeded", what)
 		}
-		if _, err := s.Renew(bg, "g", "a", 7, ttl, tr); err == nil || errors.Is(err, lease.ErrNotHeld) {
-			t.Errorf("%s: Renew error %v, want one of unknown outcome", what, err)
+		// A renewal names the grant key, which is intact: it may succeed,
+		// but must never report the grant lost.
+		if _, err := s.Renew(bg, "g", "a", good.Token, ttl, tr); errors.Is(err, lease.ErrNotHeld) {
+			t.Errorf("%s: Renew error %v, want success or an unknown outcome", what, err)
 		}
-		if what != "a string, not a hash" {
+		if what != "a hash, not a string" {
 			if _, err := s.Get(bg, "g"); !errors.Is(err, redisstore.ErrUnexpectedReply) {
 				t.Errorf("%s: Get error %v, want ErrUnexpectedReply", what, err)
 			}
@@ -259,4 +274,28 @@ func TestACLWithoutScripting(t *testing.T) {
 	if _, err := m.Acquire(ctx, "m"); !errors.Is(err, lease.ErrStoreSetup) || ctx.Err() != nil {
 		t.Errorf("Manager.Acquire = %v (context: %v), want ErrStoreSetup at once", err, ctx.Err())
 	}
+}
+
+// TestScriptFlushReloads: SCRIPT FLUSH on a server that has been up for a
+// while costs a reload, not a hold-back: the next Acquire is granted at
+// once.
+func TestScriptFlushReloads(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	c := dial(t, srv.Addr())
+	s := newStore(t, c, srv.KeyPrefix())
+	tok := mustHold(t, s, "f", "a").Token
+	if err := s.Release(bg, "f", "a", tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptFlush(bg).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustHold(t, s, "f", "b").Token; got <= tok {
+		t.Fatalf("token %d after %d", got, tok)
+	}
+	if err := c.ScriptFlush(bg).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustHold(t, s, "fresh", "b") // a name without a record, too
 }

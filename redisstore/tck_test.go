@@ -24,6 +24,7 @@ func TestTCK(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		tck.Run(t, tck.Harness{
 			MultiContend: tckMultiContend,
+			Fair:         true,
 			Open: func(t *testing.T) tck.Backend {
 				srv := sharedRedis(t)
 				return tck.Backend{
@@ -39,6 +40,7 @@ func TestTCK(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		tck.Run(t, tck.Harness{
 			MultiContend: tckMultiContend,
+			Fair:         true,
 			Open: func(t *testing.T) tck.Backend {
 				srv := sharedCluster(t)
 				return tck.Backend{

@@ -22,10 +22,30 @@ import (
 type RedisServer struct {
 	*Process // Addr; control methods work for PrivateRedis only
 	prefix   string
+	dir      string // data directory of a private server
 }
 
 // KeyPrefix returns the test's unique key prefix, e.g. "simba-test-1a2b3c4d5e6f:".
 func (s *RedisServer) KeyPrefix() string { return s.prefix }
+
+// Dir returns the data directory of a server from [PrivateRedis] (where
+// SAVE writes dump.rdb and, with [RedisAOF], the appendonlydir lives), or
+// "" for a shared one.
+func (s *RedisServer) Dir() string { return s.dir }
+
+// A RedisOption configures a server from [PrivateRedis].
+type RedisOption func(*redisConfig)
+
+type redisConfig struct{ args []string }
+
+// RedisAOF runs the server with an append-only file synced every second
+// (appendonly yes, appendfsync everysec), as many installations do; a
+// restart then comes back with the data of the file. Without it a private
+// server has no persistence of its own, but a restart after a SAVE comes
+// back with the snapshot SAVE wrote.
+func RedisAOF() RedisOption {
+	return func(c *redisConfig) { c.args = append(c.args, "--appendonly", "yes", "--appendfsync", "everysec") }
+}
 
 var sharedRedis lazy[*Process]
 
@@ -57,7 +77,7 @@ func startSharedRedis() (*Process, error) {
 			image: imageRedis, port: "6379/tcp",
 			cmd:   []string{"redis-server", "--save", "", "--appendonly", "no"},
 			ready: pingRedis,
-		}, startRedis, "PrivateRedis")
+		}, func() (*group, error) { return startRedis() }, "PrivateRedis")
 	})
 }
 
@@ -80,15 +100,20 @@ func RedisAddr() (string, error) {
 
 // PrivateRedis starts a local redis-server for this test alone, stopped
 // when the test ends. Its control methods work; it runs without
-// persistence, so a restart empties it.
-func PrivateRedis(t testing.TB) *RedisServer {
+// persistence (unless an option says otherwise), so a restart empties it,
+// unless the test ran SAVE before.
+func PrivateRedis(t testing.TB, opts ...RedisOption) *RedisServer {
 	t.Helper()
+	var cfg redisConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	begin := time.Now()
-	g, err := startRedis()
+	g, err := startRedis(cfg.args...)
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)
-	return &RedisServer{Process: g.procs[0], prefix: unique("simba-test-") + ":"}
+	return &RedisServer{Process: g.procs[0], prefix: unique("simba-test-") + ":", dir: g.dir}
 }
 
 // redisBinary finds redis-server.
@@ -103,8 +128,9 @@ func redisBinary() (string, error) {
 	return p, nil
 }
 
-// startRedis starts one local redis-server on a free port.
-func startRedis() (*group, error) {
+// startRedis starts one local redis-server on a free port, with extra
+// arguments.
+func startRedis(extra ...string) (*group, error) {
 	bin, err := redisBinary()
 	if err != nil {
 		return nil, err
@@ -119,7 +145,7 @@ func startRedis() (*group, error) {
 		if err != nil {
 			return err
 		}
-		p := newRedisProcess(bin, dir, port)
+		p := newRedisProcess(bin, dir, port, extra...)
 		g.procs = []*Process{p}
 		return p.Start()
 	})

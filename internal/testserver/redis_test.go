@@ -88,3 +88,49 @@ func TestPrivateRedisFaults(t *testing.T) {
 	timed(t, "redis start after kill", srv.Start)
 	eventually(t, 5*time.Second, "PING after kill and start", func() error { return c.Ping(ctx).Err() })
 }
+
+// TestPrivateRedisPersistence: a private server comes back from a SAVE's
+// snapshot after a restart, and with RedisAOF from its append-only file
+// after a kill.
+func TestPrivateRedisPersistence(t *testing.T) {
+	t.Parallel()
+	for _, aof := range []bool{false, true} {
+		var opts []testserver.RedisOption
+		if aof {
+			opts = append(opts, testserver.RedisAOF())
+		}
+		srv := testserver.PrivateRedis(t, opts...)
+		if srv.Dir() == "" {
+			t.Fatal("a private server without a directory")
+		}
+		c := redisClient(t, srv.Addr())
+		ctx := ctxTimeout(t, 30*time.Second)
+		key := srv.KeyPrefix() + "k"
+		if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if aof {
+			eventually(t, 5*time.Second, "the AOF written", func() error {
+				info, err := c.Info(ctx, "persistence").Result()
+				if err != nil || !strings.Contains(info, "aof_buffer_length:0") {
+					return errors.Join(errors.New("AOF buffer not empty"), err)
+				}
+				return nil
+			})
+			timed(t, "redis kill", srv.Kill)
+			timed(t, "redis start", srv.Start)
+		} else {
+			if err := c.Save(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			timed(t, "redis restart", srv.Restart)
+		}
+		eventually(t, 5*time.Second, "GET after restart", func() error {
+			v, err := c.Get(ctx, key).Result()
+			if err == nil && v != "v" {
+				err = errors.New("value " + v)
+			}
+			return err
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// TestUncontendedCycleCost: an uncontended acquire and release through a
+// Manager costs the server at most 8 commands (each script and every
+// command it runs), with no INFO, on a mutex used before and on fresh
+// names.
+func TestUncontendedCycleCost(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	direct := dial(t, srv.Addr())
+	m := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
+	cycle := func(name string) {
+		l, err := m.Acquire(bg, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle("warm") // the Store's first contact: INFO and SCRIPT LOAD
+	const n = 100
+	for _, c := range []struct {
+		what string
+		name func(i int) string
+		max  float64
+	}{
+		{"one mutex", func(int) string { return "one" }, 8},
+		{"fresh names", func(i int) string { return fmt.Sprintf("fresh/%d", i) }, 9},
+	} {
+		before, infos := serverOps(t, direct)
+		for i := range n {
+			cycle(c.name(i))
+		}
+		after, infosAfter := serverOps(t, direct)
+		per := float64(after-before-1) / n
+		t.Logf("%s: %.2f commands per cycle", c.what, per)
+		if per > c.max {
+			t.Errorf("%s: %.2f server commands per uncontended cycle, want at most %v", c.what, per, c.max)
+		}
+		if d := infosAfter - infos - 1; d > 0 {
+			t.Errorf("%s: %d INFO in %d cycles, want none", c.what, d, n)
+		}
+	}
+}
+
+// TestRenewalCost: renewing grants the Store made costs one command each
+// (a PEXPIRE of the grant key, no script).
+func TestRenewalCost(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	direct := dial(t, srv.Addr())
+	s := newStore(t, dial(t, srv.Addr()), srv.KeyPrefix())
+	var reqs []lease.RenewRequest
+	for i := range 50 {
+		m := fmt.Sprintf("held/%d", i)
+		reqs = append(reqs, lease.RenewRequest{Mutex: m, Contender: "a", Token: mustHold(t, s, m, "a").Token, TTL: ttl, Transition: tr})
+	}
+	before, _ := serverOps(t, direct)
+	res, err := s.RenewMany(bg, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := serverOps(t, direct)
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("renewal %d: %v", i, r.Err)
+		}
+	}
+	if d := after - before - 1; d > int64(len(reqs)) {
+		t.Errorf("%d server commands to renew %d grants, want one each", d, len(reqs))
+	}
+}
+
+// retention is redisstore.DefaultRetention, the promise of
+// TestFreeMutexLeavesOneKey.
+const retention = 10 * time.Minute
+
+// TestFreeMutexLeavesOneKey: a name locked once and released leaves one
+// key behind, which expires within the retention, so a service that
+// locks one name per order keeps a bounded number of keys.
+func TestFreeMutexLeavesOneKey(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	direct := dial(t, srv.Addr())
+	m := manager(t, newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()))
+	const n = 20
+	for i := range n {
+		l, err := m.Acquire(bg, fmt.Sprintf("orders/%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := direct.Keys(bg, srv.KeyPrefix()+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perName := 0
+	for _, k := range keys {
+		d, err := direct.PTTL(bg, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d == -1 { // the epoch key of the server (see keys.go)
+			continue
+		}
+		perName++
+		if d > retention {
+			t.Errorf("key %q expires in %v, want at most %v", k, d, retention)
+		}
+	}
+	if perName != n {
+		t.Errorf("%d keys for %d free names (%v), want one each", perName, n, keys)
+	}
+}

@@ -1,0 +1,69 @@
+package redisstore
+
+import (
+	"strconv"
+	"sync"
+	"time"
+)
+
+// grants remembers, for the grants this Store made or renewed by script,
+// their transition and when their record was last written, so a renewal
+// can be a bare PEXPIRE of the grant key. The record must outlive the
+// grant: every script writes it for at least the retention, so a record
+// written at w (sent at w on this host) lives past w + retention, and a
+// PEXPIRE sent before w + retention/2 for at most retention/4 keeps the
+// grant inside it. Otherwise (no entry, an older record, a longer grant or
+// another transition) a renewal runs the renew script, which writes the
+// record again. The entries are hints only: correctness never depends on
+// them.
+type grants struct {
+	mu     sync.Mutex
+	m      map[string]grantInfo
+	pruned int // entries after the last prune
+}
+
+type grantInfo struct {
+	tr      int64     // transition ms
+	written time.Time // when the call that last wrote the record was sent
+}
+
+// grantID identifies a grant (names and ids contain no NUL).
+func grantID(mutex, contender string, token uint64) string {
+	return mutex + "\x00" + contender + "\x00" + strconv.FormatUint(token, 10)
+}
+
+// put notes that a call sent at written wrote the record of grant id.
+func (g *grants) put(id string, tr int64, written time.Time, keep time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]grantInfo{}
+	}
+	g.m[id] = grantInfo{tr: tr, written: written}
+	if len(g.m) >= 2*max(g.pruned, 512) {
+		// Entries of leases lost without a store call: drop those too old
+		// to be of use, so the map stays within twice the live grants.
+		for k, v := range g.m {
+			if time.Since(v.written) > keep/2 {
+				delete(g.m, k)
+			}
+		}
+		g.pruned = len(g.m)
+	}
+}
+
+// fast reports whether a renewal of grant id by ttl and tr may be a bare
+// PEXPIRE.
+func (g *grants) fast(id string, ttl, tr int64, keep time.Duration) bool {
+	g.mu.Lock()
+	v, ok := g.m[id]
+	g.mu.Unlock()
+	keepMS := keep.Milliseconds()
+	return ok && v.tr == tr && 4*(ttl+tr) <= keepMS && time.Since(v.written) < keep/2
+}
+
+func (g *grants) drop(id string) {
+	g.mu.Lock()
+	delete(g.m, id)
+	g.mu.Unlock()
+}

@@ -1,0 +1,91 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/simba-go/simba/internal/testserver"
+)
+
+// TestParseLife reads what the acquire script's life needs from INFO
+// server, and refuses a reply without it.
+func TestParseLife(t *testing.T) {
+	info := "# Server\r\nredis_version:7.0.15\r\nrun_id:2bddde772019f35b3d1c2f4f15d7b76b0755aae4\r\n" +
+		"server_time_usec:1795463917316922\r\nuptime_in_seconds:12\r\n"
+	l, err := parseLife(info)
+	if err != nil || l != (life{runID: "2bddde772019f35b", uptime: 12, nowUS: 1795463917316922}) {
+		t.Fatalf("parseLife = %+v, %v", l, err)
+	}
+	for _, bad := range []string{"", "run_id:xyz\r\nuptime_in_seconds:1\r\n", "run_id:2bddde772019f35b3d1c\r\n",
+		"run_id:2bddde772019f35b3d1c\r\nuptime_in_seconds:-1\r\n"} {
+		if _, err := parseLife(bad); !errors.Is(err, ErrUnexpectedReply) {
+			t.Errorf("parseLife(%q) error %v, want ErrUnexpectedReply", bad, err)
+		}
+	}
+}
+
+// TestSlotTags: every epoch tag hashes to its slot, so a script may touch
+// the epoch key of its mutex's slot on Redis Cluster.
+func TestSlotTags(t *testing.T) {
+	tags := slotTags()
+	for slot, n := range tags {
+		key := "p:{~" + strconv.FormatUint(uint64(n), 36) + "}:epoch"
+		if got := slotOf(key); int(got) != slot {
+			t.Fatalf("epoch tag of slot %d hashes to %d", slot, got)
+		}
+	}
+	if got := slotOf("123456789"); got != 0x31C3%16384 { // CRC-16/XMODEM check value
+		t.Fatalf("slotOf(123456789) = %d", got)
+	}
+}
+
+// TestParseMessage reads what the scripts publish and refuses the rest.
+func TestParseMessage(t *testing.T) {
+	for p, want := range map[string]message{
+		"g\x0042\x00a|b":     {kind: 'g', token: 42, owner: "a|b"},
+		"r\x00h\x00n\x00100": {kind: 'r', head: "h", next: "n", win: 100 * time.Millisecond},
+		"r\x00\x00\x000":     {kind: 'r'},
+		"w\x00h\x00\x001000": {kind: 'w', head: "h", win: time.Second},
+	} {
+		if got, ok := parseMessage(p); !ok || got != want {
+			t.Errorf("parseMessage(%q) = %+v, %v; want %+v", p, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "g", "g\x000\x00a", "g\x001\x00", "x\x00a\x00b\x001", "w\x00\x00n\x001", "r\x00h\x00n", "rr\x00h\x00n\x001"} {
+		if m, ok := parseMessage(bad); ok {
+			t.Errorf("parseMessage(%q) = %+v, want refused", bad, m)
+		}
+	}
+}
+
+// TestPinnedNeverRedials: the connection the acquire script is loaded over
+// fails once it broke, instead of dialing again (maybe into a new server
+// life), so INFO and SCRIPT LOAD always reach the same life.
+func TestPinnedNeverRedials(t *testing.T) {
+	srv := testserver.PrivateRedis(t)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	conn, done := pinned(c)
+	defer done()
+	if err := conn.ClientSetName(ctx, "pinned").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ClientKillByFilter(ctx, "SKIPME", "yes", "TYPE", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := conn.Ping(ctx).Err(); err == nil {
+			t.Fatal("PING answered over a connection that was killed")
+		}
+	}
+	if n, err := c.Do(ctx, "CLIENT", "LIST").Text(); err != nil || strings.Contains(n, "name=pinned") {
+		t.Fatalf("CLIENT LIST after the kill: %q, %v; want no pinned connection", n, err)
+	}
+}
