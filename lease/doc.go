@@ -31,7 +31,12 @@
 //
 // Token monotonicity. Every grant of a mutex carries a token strictly
 // greater than every earlier grant's token for that mutex, on every store,
-// across store restarts. Renewals keep the token.
+// across store restarts. Renewals keep the token. On Redis a token comes
+// from the server's clock only after the mutex's record is lost (unused for
+// the store's retention, a restart without persistence, a flush, or a
+// failover to a replica that lacked it); a server clock that stepped back
+// by more than the record's age can then issue a smaller token (see
+// package redisstore).
 //
 // Loss is told first. The holder keeps a deadline on its own monotonic
 // clock:
