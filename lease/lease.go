@@ -43,7 +43,7 @@ type Lease struct {
 	s      *slot // the Manager's slot for the mutex, which holds the lease
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	gap    time.Duration // least time between two renewals' sendings
+	gap    time.Duration // least time from a confirmed renewal's sending to the next
 
 	mu       sync.Mutex
 	state    leaseState

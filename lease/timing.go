@@ -52,16 +52,17 @@ func (c *config) renewAt(sent, deadline time.Time, grid time.Time, aligned bool,
 	return at
 }
 
-// renewGap returns the least time between the sending of two renewals of
-// a lease whose first grant, asked for at sent, lasts until deadline: a
-// quarter of that grant's renewal step (ttl/12 for a full grant). A store
-// that confirms renewals without extending the grant leaves less time each
-// time; renewing at a third of it would bunch renewals up toward the
-// deadline, without end on a clock that stands still. Spaced, a few are
-// sent, and the lease ends at its deadline. A fraction of the lease's own
-// grant, not of ttl, it never delays the renewals of a store that grants
-// less than asked, as much each time: each then comes at a third of what
-// is left, four times the gap.
+// renewGap returns the least time from the sending of a confirmed acquire
+// or renewal to the next renewal, for a lease whose first grant, asked for
+// at sent, lasts until deadline: a quarter of that grant's renewal step
+// (ttl/12 for a full grant). A store that confirms renewals without
+// extending the grant leaves less time each time; renewing at a third of
+// it would bunch renewals up toward the deadline, without end on a clock
+// that stands still. Spaced, a few are sent, and the lease ends at its
+// deadline. A fraction of the lease's own grant, not of ttl, it never
+// delays the renewals of a store that grants less than asked, as much
+// each time: each then comes at a third of what is left, four times the
+// gap.
 func (c *config) renewGap(sent, deadline time.Time) time.Duration {
 	return min(c.ttl, deadline.Sub(sent)) / 12
 }
