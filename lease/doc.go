@@ -17,11 +17,14 @@
 //
 // The model is Simba's: a grant is exclusive for ttl, then for a transition
 // window in which only its owner may renew; after ttl + transition anyone
-// may take it. The Manager renews held grants about every ttl/3, retries
-// failed renewals with short jittered back-off, and wakes waiters as soon as
-// the store reports a release (Redis pub/sub, PostgreSQL LISTEN/NOTIFY,
-// ZooKeeper watches), falling back to polling at the owner's transition end
-// plus a jitter in [−200 ms, +1000 ms).
+// may take it. The Manager renews held grants about every ttl/3 (at a
+// third of the time left when a grant has less, but never sooner than a
+// quarter of the lease's first step, ttl/12 for a full grant, after the
+// last confirmed renewal was sent), retries failed renewals with short
+// jittered back-off, and wakes waiters as soon as the store reports a
+// release (Redis pub/sub, PostgreSQL LISTEN/NOTIFY, ZooKeeper watches),
+// falling back to polling at the owner's transition end plus a jitter in
+// [−200 ms, +1000 ms).
 //
 // Stores implement the small [Store] interface (plus the optional [Watcher],
 // [BatchRenewer] and [GrantLimiter]); package memstore is an in-process one

@@ -43,6 +43,7 @@ type Lease struct {
 	s      *slot // the Manager's slot for the mutex, which holds the lease
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	gap    time.Duration // least time from a confirmed renewal's sending to the next
 
 	mu       sync.Mutex
 	state    leaseState
@@ -86,9 +87,9 @@ func newLease(s *slot, rec Record, sent, deadline time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
 		name: s.name, token: rec.Token, s: s, ctx: ctx, cancel: cancel,
-		deadline: deadline, rec: rec, hidx: -1,
+		deadline: deadline, rec: rec, hidx: -1, gap: cfg.renewGap(sent, deadline),
 	}
-	l.renewAt = cfg.renewAt(sent, deadline, s.m.started, s.m.batch != nil)
+	l.renewAt = cfg.renewAt(sent, deadline, s.m.started, s.m.batch != nil, l.gap)
 	l.mu.Lock()
 	s.m.timers.schedule(l, l.nextEvent())
 	l.mu.Unlock()

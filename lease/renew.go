@@ -78,7 +78,7 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 		if dl := cfg.deadline(sent, rec); dl.After(l.deadline) {
 			l.deadline = dl
 		}
-		l.renewAt = cfg.renewAt(sent, l.deadline, m.started, m.batch != nil)
+		l.renewAt = cfg.renewAt(sent, l.deadline, m.started, m.batch != nil, l.gap)
 		m.timers.schedule(l, l.nextEvent())
 		l.mu.Unlock()
 	case err == nil || errors.Is(err, ErrNotHeld):

@@ -30,11 +30,12 @@ func (c *config) deadline(sent time.Time, rec Record) time.Time {
 
 // renewAt returns when to send the next renewal of a grant confirmed by a
 // call sent at sent: about a third of ttl later, and never later than a
-// third of the time left before the deadline. With a batch store all
-// renewals of one Manager are aligned on a common grid (period ttl/6), so
-// they share round trips; each is then sent between ttl/6 and ttl/3 after
-// its last confirmation.
-func (c *config) renewAt(sent, deadline time.Time, grid time.Time, aligned bool) time.Time {
+// third of the time left before the deadline, but never sooner than gap
+// after sent (see renewGap). With a batch store all renewals of one
+// Manager are aligned on a common grid (period ttl/6), so they share round
+// trips; each is then sent between ttl/6 and ttl/3 after its last
+// confirmation.
+func (c *config) renewAt(sent, deadline time.Time, grid time.Time, aligned bool, gap time.Duration) time.Time {
 	step := min(c.ttl, deadline.Sub(sent)) / 3
 	at := sent.Add(step)
 	if aligned && c.ttl >= 6*time.Millisecond {
@@ -45,7 +46,25 @@ func (c *config) renewAt(sent, deadline time.Time, grid time.Time, aligned bool)
 			at = g
 		}
 	}
+	if least := sent.Add(gap); at.Before(least) {
+		at = least
+	}
 	return at
+}
+
+// renewGap returns the least time from the sending of a confirmed acquire
+// or renewal to the next renewal, for a lease whose first grant, asked for
+// at sent, lasts until deadline: a quarter of that grant's renewal step
+// (ttl/12 for a full grant). A store that confirms renewals without
+// extending the grant leaves less time each time; renewing at a third of
+// it would bunch renewals up toward the deadline, without end on a clock
+// that stands still. Spaced, a few are sent, and the lease ends at its
+// deadline. A fraction of the lease's own grant, not of ttl, it never
+// delays the renewals of a store that grants less than asked, as much
+// each time: each then comes at a third of what is left, four times the
+// gap.
+func (c *config) renewGap(sent, deadline time.Time) time.Duration {
+	return min(c.ttl, deadline.Sub(sent)) / 12
 }
 
 // waitDelay returns how long a waiter sleeps after losing an attempt that

@@ -51,21 +51,34 @@ func TestRenewAt(t *testing.T) {
 	grid := time.Unix(0, 0)
 	sent := time.Unix(100, 123)
 	deadline := c.deadline(sent, Record{Transition: 12 * time.Second})
-	if got := c.renewAt(sent, deadline, grid, false).Sub(sent); got != 3*time.Second {
+	gap := c.renewGap(sent, deadline)
+	if gap != 750*time.Millisecond {
+		t.Errorf("gap between renewals of a full grant %v, want ttl/12 = 750ms", gap)
+	}
+	if got := c.renewAt(sent, deadline, grid, false, gap).Sub(sent); got != 3*time.Second {
 		t.Errorf("renewal %v after t_send, want ttl/3 = 3s", got)
 	}
 	// Aligned (batch store): on the ttl/6 grid, between ttl/6 and ttl/3.
-	at := c.renewAt(sent, deadline, grid, true)
+	at := c.renewAt(sent, deadline, grid, true, gap)
 	if d := at.Sub(sent); d < 1500*time.Millisecond || d > 3*time.Second {
 		t.Errorf("aligned renewal %v after t_send, want within [ttl/6, ttl/3]", d)
 	}
 	if at.Sub(grid)%(1500*time.Millisecond) != 0 {
 		t.Errorf("aligned renewal %v is off the ttl/6 grid", at.Sub(grid))
 	}
-	// A deadline closer than ttl renews at a third of the time left.
+	// A lease whose grants leave less than ttl renews at a third of the
+	// time left: its gap is a quarter of that.
 	near := sent.Add(600 * time.Millisecond)
-	if got := c.renewAt(sent, near, grid, false).Sub(sent); got != 200*time.Millisecond {
+	if got := c.renewAt(sent, near, grid, false, c.renewGap(sent, near)).Sub(sent); got != 200*time.Millisecond {
 		t.Errorf("renewal %v after t_send with 600ms left, want 200ms", got)
+	}
+	// A lease granted in full whose renewal left it little time (the store
+	// did not extend the grant) waits the gap of its full grant.
+	if got := c.renewAt(sent, near, grid, false, gap).Sub(sent); got != gap {
+		t.Errorf("renewal %v after t_send with 600ms left of a full grant, want the gap %v", got, gap)
+	}
+	if got := c.renewAt(sent, near, grid, true, gap).Sub(sent); got != gap {
+		t.Errorf("aligned renewal %v after t_send with 600ms left of a full grant, want the gap %v", got, gap)
 	}
 }
 

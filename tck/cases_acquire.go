@@ -16,7 +16,7 @@ import (
 // Manager, holds it. A failed TryAcquire leaves nothing behind that delays
 // a real waiter. Release ends the lease (before the waiter is granted) and
 // is idempotent, and once it has returned the same Manager can take the
-// mutex again at once.
+// mutex again at once, each time under a greater token.
 func caseTryAcquire(e *env) {
 	m1, t1 := e.tappedManager()
 	e.slowRelease(t1)
@@ -66,12 +66,19 @@ func caseTryAcquire(e *env) {
 	}
 	e.release(l2)
 
-	// Once Release has returned, the mutex is free for the same Manager too.
+	// Once Release has returned, the mutex is free for the same Manager
+	// too, each time under a new token (a free mutex with nobody waiting is
+	// where a store that deletes a mutex's state would restart its tokens).
+	last := l2.Token()
 	for i := range 20 {
 		l, err := m2.TryAcquire(e.ctx, name)
 		if err != nil {
 			e.t.Fatalf("TryAcquire %d right after the same Manager's Release returned: %v", i+1, err)
 		}
+		if l.Token() <= last {
+			e.t.Errorf("TryAcquire %d right after the same Manager's Release: token %d after %d, want greater", i+1, l.Token(), last)
+		}
+		last = l.Token()
 		e.release(l)
 	}
 }

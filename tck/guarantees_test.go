@@ -39,10 +39,12 @@ func table() []string {
 }
 
 // TestGuarantees checks the list of guarantees itself: every clause has a
-// planted mistake, every mistake at least two killing cases, and the
-// package documentation (doc.go) shows exactly this list. Run with
-// -update to rewrite the documentation's table.
+// planted mistake, every mistake at least two killing cases, every patch
+// of a lease mistake finds its site exactly once (without building it:
+// TestMutants does), and the package documentation (doc.go) shows exactly
+// this list. Run with -update to rewrite the documentation's table.
 func TestGuarantees(t *testing.T) {
+	root := moduleRoot(t)
 	names := map[string]bool{}
 	for _, sec := range sections() {
 		for _, c := range sec.clauses {
@@ -63,6 +65,9 @@ func TestGuarantees(t *testing.T) {
 				}
 				if len(seen) < 2 {
 					t.Errorf("mistake %q has %d killing cases, want at least 2", m.name, len(seen))
+				}
+				if _, err := patched(root, m); err != nil {
+					t.Error(err)
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package tck_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,22 +29,36 @@ var (
 	noJitter = []patch{{"lease/timing.go",
 		"d := rec.Transition + lo + rand.N(jitterLate-lo)",
 		"_, d := lo, rec.Transition"}}
-	stopReleasesEarly = []patch{{"lease/contend.go",
-		"l.end(ctx, endRequest{}) // drain",
-		"l.end(ctx, endRequest{release: true}) // mutant: release at once"}}
-	renewBlocksDeadline = []patch{{"lease/hold.go",
-		"\tm.wg.Add(1)\n\tgo func() {\n\t\tdefer m.wg.Done()\n\t\tr := renewal{",
-		"\tm.wg.Add(1)\n\tfunc() { // mutant: the renewal runs in the holding loop\n\t\tdefer m.wg.Done()\n\t\tr := renewal{"}}
-	deadlineFromReply = []patch{
-		{"lease/hold.go", "dl := cfg.deadline(r.sent, r.rec)", "dl := cfg.deadline(clk.Now(), r.rec)"},
-		{"lease/slot.go", "deadline := cfg.deadline(sent, rec)", "deadline := cfg.deadline(cfg.clock.Now(), rec)"},
+	// Both of Stop's paths (from outside the callbacks and from inside
+	// one) release at once instead of draining.
+	stopReleasesEarly = []patch{
+		{"lease/contend.go",
+			"\t\tif first && l != nil {\n\t\t\tl.drain()\n\t\t}\n\t\treturn nil",
+			"\t\tif first && l != nil {\n\t\t\t_ = l.stop(ctx) // mutant: release at once\n\t\t}\n\t\treturn nil"},
+		{"lease/contend.go",
+			"l.drain() // cancel the leader's ctx, keep renewing",
+			"_ = l.stop(ctx) // mutant: release at once"},
 	}
-	notHeldRetried = []patch{{"lease/hold.go",
-		"case r.err == nil || errors.Is(r.err, ErrNotHeld):",
-		"case r.err == nil:"}}
+	// A single renewal (the mutants' memstore has no RenewMany) is sent
+	// from the timers' goroutine itself, which then fires no deadline
+	// until the call returns.
+	renewBlocksDeadline = []patch{{"lease/renew.go",
+		"\tfor _, l := range ls {\n\t\tm.wg.Add(1)\n\t\tgo func() {",
+		"\tfor _, l := range ls {\n\t\tm.wg.Add(1)\n\t\tfunc() { // mutant: the renewal runs in the timers' goroutine"}}
+	// Every deadline: of a renewal, of an acquire in the caller's
+	// goroutine, of an acquire by a worker.
+	deadlineFromReply = []patch{
+		{"lease/renew.go", "if dl := cfg.deadline(sent, rec); dl.After(l.deadline) {", "if dl := cfg.deadline(cfg.clock.Now(), rec); dl.After(l.deadline) {"},
+		{"lease/acquire.go", "deadline := cfg.deadline(sent, rec)", "deadline := cfg.deadline(cfg.clock.Now(), rec)"},
+		{"lease/worker.go", "deadline := cfg.deadline(sent, rec)", "deadline := cfg.deadline(cfg.clock.Now(), rec)"},
+	}
+	notHeldRetried = []patch{{"lease/renew.go",
+		"case err == nil || errors.Is(err, ErrNotHeld):",
+		"case err == nil && !errors.Is(err, ErrNotHeld): // mutant: ErrNotHeld is retried below"}}
+	// Release, Close and Stop all end a held lease through releaseLease.
 	cancelAfterRelease = []patch{
-		{"lease/hold.go", "\tl.cancel(ErrReleased)\n\tswitch {", "\tif !req.release {\n\t\tl.cancel(ErrReleased)\n\t}\n\tswitch {"},
-		{"lease/hold.go", "\terr := s.releaseHeld(ctx, l)\n\ts.finish(l, err)", "\terr := s.releaseHeld(ctx, l)\n\tl.cancel(ErrReleased)\n\ts.finish(l, err)"},
+		{"lease/end.go", "\tm := s.m\n\tl.cancel(ErrReleased)\n\ts.mu.Lock()", "\tm := s.m\n\ts.mu.Lock()"},
+		{"lease/end.go", "\terr := s.releaseHeld(ctx, l)\n\ts.mu.Lock()", "\terr := s.releaseHeld(ctx, l)\n\tl.cancel(ErrReleased) // mutant: once the store has released\n\ts.mu.Lock()"},
 	}
 )
 
@@ -52,21 +67,9 @@ var (
 func buildMutant(t *testing.T, mu mutant, dir string) string {
 	t.Helper()
 	root := moduleRoot(t)
-	files := map[string]string{}
-	for _, p := range mu.patches {
-		src, ok := files[p.file]
-		if !ok {
-			b, err := os.ReadFile(filepath.Join(root, p.file))
-			if err != nil {
-				t.Fatalf("mutant %q: %v", mu.name, err)
-			}
-			src = string(b)
-		}
-		if n := strings.Count(src, p.old); n != 1 {
-			t.Fatalf("mutation site not found: %s has %d copies of %q, want exactly 1; the lease code changed: point the mutant %q at it again (tck/leasemutants_test.go)",
-				p.file, n, p.old, mu.name)
-		}
-		files[p.file] = strings.Replace(src, p.old, p.new, 1)
+	files, err := patched(root, mu)
+	if err != nil {
+		t.Fatal(err)
 	}
 	replace := map[string]string{}
 	for file, src := range files {
@@ -90,6 +93,34 @@ func buildMutant(t *testing.T, mu mutant, dir string) string {
 		t.Fatalf("the mutant %q does not build (%v): point its patches at the current lease code:\n%s", mu.name, err, out)
 	}
 	return bin
+}
+
+// patched returns the sources of the files mu's patches change, with the
+// patches applied, by path from the module root. It fails when a file is
+// gone or a patch's old text does not occur exactly once in it (counted
+// after the patches before it), or when a patch changes nothing.
+func patched(root string, mu mutant) (map[string]string, error) {
+	files := map[string]string{}
+	for _, p := range mu.patches {
+		src, ok := files[p.file]
+		if !ok {
+			b, err := os.ReadFile(filepath.Join(root, p.file))
+			if err != nil {
+				return nil, fmt.Errorf("mutation site not found: %v; the lease code changed: point the mutant %q at it again (tck/leasemutants_test.go)",
+					err, mu.name)
+			}
+			src = string(b)
+		}
+		if n := strings.Count(src, p.old); n != 1 {
+			return nil, fmt.Errorf("mutation site not found: %s has %d copies of %q, want exactly 1; the lease code changed: point the mutant %q at it again (tck/leasemutants_test.go)",
+				p.file, n, p.old, mu.name)
+		}
+		if p.old == p.new {
+			return nil, fmt.Errorf("mutant %q: a patch of %s changes nothing", mu.name, p.file)
+		}
+		files[p.file] = strings.Replace(src, p.old, p.new, 1)
+	}
+	return files, nil
 }
 
 // moduleRoot is the directory of go.mod above the package's directory.

@@ -105,7 +105,11 @@ func counterRead(m *mutantStore) {
 
 // reapedCounter: a mutex's state (with its token counter) is deleted once
 // it is free with nobody waiting, as a ZooKeeper container node is reaped,
-// and tokens start again from 1 (a node's sequence number).
+// and tokens start again from 1 (a node's sequence number). memstore
+// forgets such a state too, but only after its retention, and counts on
+// from a store-wide high-water mark; the mutant deletes it at every
+// Acquire that finds it so (also one memstore already forgot: Inspect then
+// reports that mark as its counter) and forgets the mark.
 func reapedCounter(m *mutantStore) {
 	offset := map[string]uint64{}
 	m.acquire = func(ctx context.Context, name, c string, ttl, tr time.Duration) (lease.Record, error) {

@@ -2,6 +2,7 @@ package tck_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,6 +46,8 @@ func TestMemstoreRealTime(t *testing.T) {
 // against.
 const mutantEnv = "TCK_MUTANT"
 
+var why = flag.Bool("why", false, "TestMutants logs why each named case failed on each mistake (its first messages)")
+
 // TestMutants runs the suite against every planted mistake, each in a
 // child process, in synctest mode, and checks that every case the
 // guarantees name for it fails; it prints the guarantees with every case
@@ -74,7 +77,10 @@ func TestMutants(t *testing.T) {
 			if len(m.patches) > 0 {
 				bin = buildMutant(t, m, t.TempDir())
 			}
-			got := failures(t, bin, m)
+			got, msgs := failures(t, bin, m)
+			if *why {
+				t.Log(reasons(m, msgs))
+			}
 			for _, k := range m.killers {
 				if !slices.Contains(got, k) {
 					t.Errorf("case %s did not fail against the mutant %q", k, m.name)
@@ -127,15 +133,18 @@ func runMutant(t *testing.T, name string) {
 var result = regexp.MustCompile(`(?m)^\s*--- (FAIL|PASS|SKIP): TestMutants/(\w+) `)
 
 // failures runs the suite in bin against mu in a child process and
-// returns the cases that failed. A case the child left without a verdict
-// (a panic elsewhere ended it) runs again alone.
-func failures(t *testing.T, bin string, mu mutant) []string {
+// returns the cases that failed, and the messages each case logged. A case
+// the child left without a verdict (a panic elsewhere ended it) runs again
+// alone.
+func failures(t *testing.T, bin string, mu mutant) ([]string, map[string][]string) {
 	t.Helper()
 	verdicts, out := child(t, bin, mu.name, "^TestMutants$")
+	msgs := messages(out)
 	for _, k := range mu.killers {
 		if _, ok := verdicts[k]; !ok {
 			again, more := child(t, bin, mu.name, "^TestMutants$/^"+k+"$")
 			verdicts[k] = again[k]
+			msgs[k] = messages(more)[k]
 			out = append(out, more...)
 		}
 	}
@@ -152,7 +161,45 @@ func failures(t *testing.T, bin string, mu mutant) []string {
 			break
 		}
 	}
-	return failed
+	return failed, msgs
+}
+
+var (
+	// caseLine starts the output of a case in a child's verbose output.
+	caseLine = regexp.MustCompile(`^\s*(?:=== (?:RUN|CONT|NAME|PAUSE)|--- (?:FAIL|PASS|SKIP):)\s+TestMutants/(\w+)`)
+	// msgLine is a message a case logged ("file.go:12: text").
+	msgLine = regexp.MustCompile(`^\s+(\w+\.go:\d+: .*)`)
+)
+
+// messages returns the messages of each case in a child's verbose output.
+func messages(out []byte) map[string][]string {
+	msgs := map[string][]string{}
+	cur := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if m := caseLine.FindStringSubmatch(l); m != nil {
+			cur = m[1]
+		} else if m := msgLine.FindStringSubmatch(l); m != nil && cur != "" {
+			msgs[cur] = append(msgs[cur], m[1])
+		}
+	}
+	return msgs
+}
+
+// reasons describes why each named case failed on mu: its first messages.
+func reasons(mu mutant, msgs map[string][]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "why the named cases failed on %q:", mu.name)
+	for _, k := range mu.killers {
+		ms := msgs[k]
+		fmt.Fprintf(&b, "\n  %s:", k)
+		for _, m := range ms[:min(len(ms), 3)] {
+			fmt.Fprintf(&b, "\n    %s", m)
+		}
+		if len(ms) > 3 {
+			fmt.Fprintf(&b, "\n    (%d more)", len(ms)-3)
+		}
+	}
+	return b.String()
 }
 
 // child runs the cases that run matches in bin against the mutant name
