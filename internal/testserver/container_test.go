@@ -159,3 +159,21 @@ func TestContainersRequiredWithoutEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerRyukDisabledByOne runs a test binary with
+// TESTCONTAINERS_RYUK_DISABLED=1, which testcontainers takes for false (it
+// honours "true" only) and would then try to pull the reaper: the rig must
+// read it as true and get its container.
+func TestContainerRyukDisabledByOne(t *testing.T) {
+	requireContainers(t)
+	if os.Getenv("SIMBA_TESTSERVER_RYUK_ONE") == "1" { // the binary with the variable
+		fmt.Println("SERVER", Redis(t).String())
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestContainerRyukDisabledByOne$", "-test.v")
+	cmd.Env = append(os.Environ(), "SIMBA_TESTSERVER_RYUK_ONE=1", "TESTCONTAINERS_RYUK_DISABLED=1", EnvRedis+"=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !containerID.Match(out) {
+		t.Fatalf("want a Redis container with TESTCONTAINERS_RYUK_DISABLED=1; got %v:\n%s", err, out)
+	}
+}

@@ -68,12 +68,13 @@ var dockerProbe struct {
 // can be used: not disabled by SIMBA_TEST_DOCKER and the engine answers
 // testcontainers' health check. Without an engine this takes microseconds.
 //
-// Before testcontainers reads its configuration it sets, unless the
-// environment already does: TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 for a
-// local engine (inside a container testcontainers would otherwise take the
-// default gateway for the Docker host and send its probes there) and
-// TESTCONTAINERS_RYUK_DISABLED=true (the reaper image needs a registry;
-// this package removes its containers itself, see reaper.go).
+// Before testcontainers reads its configuration it sets
+// TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 for a local engine unless the
+// environment names another host (inside a container testcontainers would
+// otherwise take the default gateway for the Docker host and send its
+// probes there), and TESTCONTAINERS_RYUK_DISABLED=true unless the
+// environment says false (the reaper image needs a registry; this package
+// removes its containers itself, see reaper.go).
 func dockerUsable() error {
 	if containerMode() == dockerOff {
 		return fmt.Errorf("testserver: containers disabled by %s=%s", EnvDocker, os.Getenv(EnvDocker))
@@ -87,7 +88,11 @@ func dockerUsable() error {
 		if localEngine() {
 			setDefaultEnv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
 		}
-		setDefaultEnv("TESTCONTAINERS_RYUK_DISABLED", "true") // "true" exactly: testcontainers ignores "1"
+		// testcontainers honours "true" only: with "1" it would start Ryuk,
+		// fail to pull it, remove the server's container and return an error.
+		if v, err := strconv.ParseBool(os.Getenv("TESTCONTAINERS_RYUK_DISABLED")); err != nil || v {
+			_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+		}
 		provider, err := testcontainers.ProviderDocker.GetProvider()
 		if err != nil {
 			dockerProbe.err = fmt.Errorf("testserver: docker provider: %w", err)
