@@ -6,13 +6,14 @@ FUZZTIME ?= 30s
 
 SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: test test-containers containers vet fmt-check generate generate-check servers example fuzz bench-sql chaos bench
+.PHONY: test test-containers containers containers-background vet fmt-check generate generate-check servers example fuzz bench-sql chaos bench
 
 # Two runs: every test on local servers (the Debian packages' binaries;
 # SIMBA_TEST_DOCKER=0 keeps containers out even when an engine answers),
 # then every server store's TCK once more through testcontainers
-# (test-containers).
-test: fmt-check vet generate-check servers containers
+# (test-containers). The Docker engine and images are got in the
+# background while vet and sqlc compile (containers waits for them).
+test: fmt-check servers containers-background vet generate-check containers
 	SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	@.ci/test-containers
 
@@ -28,6 +29,9 @@ test-containers: containers
 # Debian; elsewhere it says what is missing).
 containers:
 	@.ci/install-docker
+
+containers-background:
+	@.ci/install-docker --background
 
 vet:
 	$(GO) vet $(PKGS)
