@@ -6,13 +6,36 @@ FUZZTIME ?= 30s
 
 SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: test vet fmt-check generate generate-check servers example fuzz bench-sql chaos bench
+.PHONY: test test-containers containers containers-background vet fmt-check generate generate-check servers example fuzz bench-sql chaos bench
 
-test: fmt-check vet generate-check servers
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+# Two runs: every test on local servers (the Debian packages' binaries;
+# SIMBA_TEST_DOCKER=0 keeps containers out even when an engine answers),
+# then every server store's TCK once more through testcontainers
+# (test-containers). The Docker engine and images are got in the
+# background while vet and sqlc compile (containers waits for them).
+test: fmt-check servers containers-background vet generate-check containers
+	SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@.ci/test-containers
+
+# Every server store's TCK (Redis, Redis Cluster, PostgreSQL, MariaDB,
+# ZooKeeper) through testcontainers, the container provider's tests and the
+# user example examples/testcontainers, on the images of .ci/images.env;
+# the log names each container's image.
+test-containers: containers
+	@.ci/test-containers
+
+# A Docker engine and the local server images: installs docker.io and
+# debootstrap, starts dockerd and builds the images when missing (as root on
+# Debian; elsewhere it says what is missing).
+containers:
+	@.ci/install-docker
+
+containers-background:
+	@.ci/install-docker --background
 
 vet:
 	$(GO) vet $(PKGS)
+	cd examples/testcontainers && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

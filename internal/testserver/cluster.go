@@ -52,9 +52,10 @@ func (c *ClusterServer) Node(i int) *Process {
 var sharedCluster lazy[[]*Process]
 
 // RedisCluster returns a Redis Cluster for the test: the one named by
-// SIMBA_TEST_REDIS_CLUSTER, else three local redis-server masters shared by
-// the tests of this binary (no container). Only the key prefix is the
-// test's own; the nodes are not controllable (see PrivateRedisCluster).
+// SIMBA_TEST_REDIS_CLUSTER, else three masters in one container when Docker
+// answers, else three local redis-server masters, shared by the tests of
+// this binary. Only the key prefix is the test's own; the nodes are not
+// controllable (see PrivateRedisCluster).
 func RedisCluster(t testing.TB) *ClusterServer {
 	t.Helper()
 	prefix := unique("simba-test-") + ":"
@@ -71,18 +72,7 @@ func RedisCluster(t testing.TB) *ClusterServer {
 		return c
 	}
 	begin := time.Now()
-	nodes, err := sharedCluster.get(func() ([]*Process, error) {
-		g, err := startCluster()
-		if err != nil {
-			return nil, err
-		}
-		onShutdown(g.close)
-		var nodes []*Process
-		for _, p := range g.procs {
-			nodes = append(nodes, detached("redis", p.Addr(), "local cluster shared by the tests of this binary; use PrivateRedisCluster"))
-		}
-		return nodes, nil
-	})
+	nodes, err := sharedCluster.get(startSharedCluster)
 	need(t, err)
 	c := &ClusterServer{nodes: nodes, prefix: prefix}
 	logStart(t, "shared redis cluster "+strings.Join(c.Addrs(), ","), begin)

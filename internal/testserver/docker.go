@@ -2,28 +2,62 @@ package testserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
-// Container images used when a Docker engine answers.
+// Environment variables that name the container images. Unset, they are
+// the official images a user would pull; .ci/install-docker builds local
+// ones from Debian packages and make test-containers points these at them.
 const (
-	imageRedis     = "redis:7-alpine"
-	imagePostgres  = "postgres:16-alpine"
-	imageMySQL     = "mysql:8.4"
-	imageZooKeeper = "zookeeper:3.8"
+	EnvImageRedis     = "SIMBA_TEST_IMAGE_REDIS"     // default redis:7 (also Redis Cluster)
+	EnvImagePostgres  = "SIMBA_TEST_IMAGE_POSTGRES"  // default postgres:15
+	EnvImageMySQL     = "SIMBA_TEST_IMAGE_MYSQL"     // default mariadb:10.11
+	EnvImageZooKeeper = "SIMBA_TEST_IMAGE_ZOOKEEPER" // default zookeeper:3.8
 )
+
+// Container images used when a Docker engine answers (read once, when the
+// test binary starts).
+var (
+	imageRedis     = envOr(EnvImageRedis, "redis:7")
+	imagePostgres  = envOr(EnvImagePostgres, "postgres:15")
+	imageMySQL     = envOr(EnvImageMySQL, "mariadb:10.11")
+	imageZooKeeper = envOr(EnvImageZooKeeper, "zookeeper:3.8")
+)
+
+func envOr(name, def string) string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// dockerMode is what SIMBA_TEST_DOCKER asks for.
+type dockerMode int
+
+const (
+	dockerAuto     dockerMode = iota // unset: containers when an engine answers, else local servers
+	dockerOff                        // false: never containers
+	dockerRequired                   // true: containers only, never local servers
+)
+
+func containerMode() dockerMode {
+	v, err := strconv.ParseBool(os.Getenv(EnvDocker))
+	switch {
+	case err != nil:
+		return dockerAuto
+	case v:
+		return dockerRequired
+	default:
+		return dockerOff
+	}
+}
 
 var dockerProbe struct {
 	once sync.Once
@@ -33,8 +67,16 @@ var dockerProbe struct {
 // dockerUsable reports (once per process) whether the container provider
 // can be used: not disabled by SIMBA_TEST_DOCKER and the engine answers
 // testcontainers' health check. Without an engine this takes microseconds.
+//
+// Before testcontainers reads its configuration it sets
+// TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 for a local engine unless the
+// environment names another host (inside a container testcontainers would
+// otherwise take the default gateway for the Docker host and send its
+// probes there), and TESTCONTAINERS_RYUK_DISABLED=true unless the
+// environment says false (the reaper image needs a registry; this package
+// removes its containers itself, see reaper.go).
 func dockerUsable() error {
-	if v, err := strconv.ParseBool(os.Getenv(EnvDocker)); err == nil && !v {
+	if containerMode() == dockerOff {
 		return fmt.Errorf("testserver: containers disabled by %s=%s", EnvDocker, os.Getenv(EnvDocker))
 	}
 	dockerProbe.once.Do(func() {
@@ -43,6 +85,14 @@ func dockerUsable() error {
 				dockerProbe.err = fmt.Errorf("testserver: docker provider: %v", r)
 			}
 		}()
+		if localEngine() {
+			setDefaultEnv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
+		}
+		// testcontainers honours "true" only: with "1" it would start Ryuk,
+		// fail to pull it, remove the server's container and return an error.
+		if v, err := strconv.ParseBool(os.Getenv("TESTCONTAINERS_RYUK_DISABLED")); err != nil || v {
+			_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+		}
 		provider, err := testcontainers.ProviderDocker.GetProvider()
 		if err != nil {
 			dockerProbe.err = fmt.Errorf("testserver: docker provider: %w", err)
@@ -57,61 +107,9 @@ func dockerUsable() error {
 	return dockerProbe.err
 }
 
-// containerSpec says how to run one server image.
-type containerSpec struct {
-	image string
-	port  string // "6379/tcp"
-	env   map[string]string
-	cmd   []string // replaces the image's command when not empty
-	ready func(ctx context.Context, addr string) error
-}
-
-// runContainer starts the image, waits until the server serves, and
-// returns its address and a function that removes the container. The
-// container is also removed by testcontainers' reaper when the test binary
-// exits.
-func runContainer(spec containerSpec) (string, func() error, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // includes pulling the image
-	defer cancel()
-	opts := []testcontainers.ContainerCustomizer{
-		testcontainers.WithExposedPorts(spec.port),
-		testcontainers.WithEnv(spec.env),
-		testcontainers.WithWaitStrategy(wait.ForListeningPort(spec.port).WithStartupTimeout(3 * time.Minute)),
-	}
-	if len(spec.cmd) > 0 {
-		opts = append(opts, testcontainers.WithCmd(spec.cmd...))
-	}
-	if localEngine() {
-		port := network.MustParsePort(spec.port)
-		opts = append(opts, testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings = network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: "0"}}}
-		}))
-	}
-	c, err := testcontainers.Run(ctx, spec.image, opts...)
-	terminate := func() error { return testcontainers.TerminateContainer(c) } // nil-safe
-	if err != nil {
-		_ = terminate()
-		return "", nil, fmt.Errorf("testserver: container %s: %w", spec.image, err)
-	}
-	endpoint, err := c.PortEndpoint(ctx, spec.port, "")
-	if err != nil {
-		_ = terminate()
-		return "", nil, fmt.Errorf("testserver: container %s: %w", spec.image, err)
-	}
-	endpoint = strings.Replace(endpoint, "localhost:", "127.0.0.1:", 1)
-	for {
-		probe, cancelProbe := context.WithTimeout(ctx, 2*time.Second)
-		err = spec.ready(probe, endpoint)
-		cancelProbe()
-		if err == nil {
-			return endpoint, terminate, nil
-		}
-		select {
-		case <-ctx.Done():
-			_ = terminate()
-			return "", nil, fmt.Errorf("testserver: container %s not ready: %w", spec.image, errors.Join(err, ctx.Err()))
-		case <-time.After(100 * time.Millisecond):
-		}
+func setDefaultEnv(name, value string) {
+	if os.Getenv(name) == "" {
+		_ = os.Setenv(name, value)
 	}
 }
 
@@ -123,16 +121,9 @@ func localEngine() bool {
 	return h == "" || strings.HasPrefix(h, "unix://")
 }
 
-// viaContainer starts a shared server in a container when Docker is usable.
-// It returns ok == false, and a note for the log, when it is not.
-func viaContainer(spec containerSpec) (addr string, note string, ok bool, err error) {
-	if derr := dockerUsable(); derr != nil {
-		return "", derr.Error(), false, nil
-	}
-	addr, terminate, err := runContainer(spec)
-	if err != nil {
-		return "", "", false, err
-	}
-	onShutdown(terminate)
-	return addr, "container " + spec.image, true, nil
+// dockerMissing is the error of a helper that must use a container
+// (SIMBA_TEST_DOCKER=1) when Docker is not usable.
+func dockerMissing(server, why string) error {
+	return &MissingError{Server: server, Package: "docker.io", Env: EnvDocker, Script: ".ci/install-docker",
+		Detail: EnvDocker + "=" + os.Getenv(EnvDocker) + " asks for a container, but " + why}
 }

@@ -27,6 +27,7 @@ type MissingError struct {
 	Package string // the Debian package that provides the binary
 	Env     string // the environment variable that names an external server
 	Detail  string // what was looked for
+	Script  string // the script that installs it; .ci/install-servers when empty
 }
 
 // Error implements error.
@@ -35,8 +36,12 @@ func (e *MissingError) Error() string {
 	if e.Env != "" {
 		env = ", set " + e.Env
 	}
-	return fmt.Sprintf("testserver: no %s server: %s; install the Debian package %s (or run .ci/install-servers%s, or start a Docker engine)",
-		e.Server, e.Detail, e.Package, env)
+	script := e.Script
+	if script == "" {
+		script = ".ci/install-servers"
+	}
+	return fmt.Sprintf("testserver: no %s server: %s; install the Debian package %s (or run %s%s, or start a Docker engine)",
+		e.Server, e.Detail, e.Package, script, env)
 }
 
 // inCI reports whether the CI environment variable is set to a true value

@@ -17,7 +17,7 @@ var sharedMySQL lazy[*sqlBackend]
 
 // MySQL returns a MySQL-compatible server with a fresh database for the
 // test (dropped when the test ends): the server named by SIMBA_TEST_MYSQL,
-// else a MySQL 8 container when Docker answers, else a local MariaDB shared
+// else a MariaDB container when Docker answers, else a local MariaDB shared
 // by the tests of this binary. The server is not controllable (see
 // PrivateMySQL).
 func MySQL(t testing.TB) *SQLServer {

@@ -155,13 +155,19 @@ func logStart(t testing.TB, what string, begin time.Time) {
 }
 
 // sharedServer starts the server of one kind that the tests of this binary
-// share: a container when a Docker engine answers, else a local process
-// made by start (stopped by Shutdown). private names the helper to use for
-// a controllable server of that kind.
+// share: a container when a Docker engine answers, else (unless
+// SIMBA_TEST_DOCKER=1) a local process made by start; Shutdown stops either.
+// private names the helper to use for a controllable server of that kind.
 func sharedServer(name string, spec containerSpec, start func() (*group, error), private string) (*Process, error) {
-	a, note, ok, cerr := viaContainer(spec)
+	r, note, ok, cerr := viaContainer(spec)
 	if ok {
-		return detached(name, a, note+", shared by the tests of this binary"), nil
+		return detached(r.describe(name), r.endpoint, "container shared by the tests of this binary"), nil
+	}
+	if containerMode() == dockerRequired {
+		if cerr != nil {
+			return nil, cerr
+		}
+		return nil, dockerMissing(name, note)
 	}
 	g, err := start()
 	if err != nil {

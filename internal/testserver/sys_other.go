@@ -24,3 +24,5 @@ const (
 )
 
 func releaseStaleShm(string) {}
+
+func reaperAttr() *syscall.SysProcAttr { return nil }
