@@ -55,7 +55,7 @@ generate-check:
 
 # Round trips and hand-off time of the SQL stores (real servers).
 bench-sql:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./sqlstore/
+	SIMBA_TEST_DOCKER=0 $(GO) test -run '^$$' -bench . -benchtime 2s ./sqlstore/
 
 # The fault campaign on every backend set-up at once (internal/chaos),
 # regenerating docs/reliability.md; make test runs it for 20 s per backend
@@ -72,7 +72,7 @@ CHAOS_SEED   ?= 1
 CHAOS_ONLY   ?= .
 CHAOS_REPORT ?= docs/reliability.md
 chaos: servers
-	$(GO) test -count=1 -timeout 0 -parallel 8 -run 'TestCampaign$$/$(CHAOS_ONLY)' -v ./internal/chaos/ -chaos.zookeeper \
+	SIMBA_TEST_DOCKER=0 $(GO) test -count=1 -timeout 0 -parallel 8 -run 'TestCampaign$$/$(CHAOS_ONLY)' -v ./internal/chaos/ -chaos.zookeeper \
 		-chaos.duration $(CHAOS_FOR) -chaos.lanes $(CHAOS_LANES) -chaos.seed $(CHAOS_SEED) \
 		-chaos.report $(CURDIR)/$(CHAOS_REPORT)
 
@@ -82,7 +82,7 @@ chaos: servers
 BENCH_ARGS ?=
 bench: servers
 	@.ci/install-bench-servers
-	cd bench && $(GO) test -count=1 -timeout 15m -run '^TestBench$$' -v . -args -report $(CURDIR)/docs/benchmarks.md $(BENCH_ARGS)
+	cd bench && SIMBA_TEST_DOCKER=0 $(GO) test -count=1 -timeout 15m -run '^TestBench$$' -v . -args -report $(CURDIR)/docs/benchmarks.md $(BENCH_ARGS)
 
 # Checks for the server binaries the store tests start; installs them with
 # apt-get when missing and running as root on Debian/Ubuntu.
