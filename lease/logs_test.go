@@ -22,8 +22,8 @@ type logged struct {
 }
 
 func (g *logged) Enabled(context.Context, slog.Level) bool { return true }
-func (g *logged) WithAttrs([]slog.Attr) slog.Handler      { return g }
-func (g *logged) WithGroup(string) slog.Handler           { return g }
+func (g *logged) WithAttrs([]slog.Attr) slog.Handler       { return g }
+func (g *logged) WithGroup(string) slog.Handler            { return g }
 
 func (g *logged) Handle(_ context.Context, r slog.Record) error {
 	event := "NO-EVENT"
