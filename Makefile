@@ -10,9 +10,11 @@ SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 
 test: fmt-check vet generate-check servers
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd examples/otelprom && $(GO) test -race -count=1 ./...
 
 vet:
 	$(GO) vet $(PKGS)
+	cd examples/otelprom && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
