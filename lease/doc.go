@@ -27,6 +27,14 @@
 // [BatchRenewer] and [GrantLimiter]); package memstore is an in-process one
 // for tests, and package tck checks any store against the contract.
 //
+// # Observability
+//
+// [WithMeterProvider] records metrics through the OpenTelemetry metric API
+// (no-op, and free, without it), [Manager.HealthCheck] is a health check
+// usable as an http.Handler, and [WithLogger] receives the lifecycle events
+// with the stable keys and values of observe.go ([LogKeyEvent] and the
+// names after it, [MetricAcquireDuration] and the names after it).
+//
 // # Guarantees
 //
 // Token monotonicity. Every grant of a mutex carries a token strictly
