@@ -30,10 +30,10 @@
 // # Observability
 //
 // [WithMeterProvider] records metrics through the OpenTelemetry metric API
-// (no-op, and free, without it), [Manager.HealthCheck] is a health check
-// usable as an http.Handler, and [WithLogger] receives the lifecycle events
-// with the stable keys and values of observe.go ([LogKeyEvent] and the
-// names after it, [MetricAcquireDuration] and the names after it).
+// (a no-op that costs nothing without it; instruments from
+// [MetricAcquireDuration] on), [Manager.HealthCheck] is a health check
+// usable as an http.Handler, and [WithLogger] receives the lifecycle
+// events, each with [LogKeyEvent] and the other stable keys.
 //
 // # Guarantees
 //

@@ -123,21 +123,28 @@ type metrics struct {
 	def   *nameSets            // measurements of unlisted mutexes
 	named map[string]*nameSets // WithMetricMutexNames
 	ops   [nOps]opSets
-	steps [2]metric.MeasurementOption // forward, backward
+	steps [2]attrs // forward, backward
+}
+
+// attrs is one attribute set as the options of a Record and of an Add:
+// passed as a ready slice, a variadic argument allocates nothing.
+type attrs struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
 }
 
 // nameSets are the attribute sets of one mutex name (or of none).
 type nameSets struct {
-	acquire [len(kindNames)][nOutcomes]metric.MeasurementOption
-	plain   metric.MeasurementOption // held, leader, renewals, failures
-	lost    [nCauses]metric.MeasurementOption
-	gap     [nWakes]metric.MeasurementOption
+	acquire [len(kindNames)][nOutcomes]attrs
+	plain   attrs // held, leader, renewals, failures
+	lost    [nCauses]attrs
+	gap     [nWakes]attrs
 }
 
 // opSets are the attribute sets of one store operation.
 type opSets struct {
-	ok, failed metric.MeasurementOption
-	errs       [len(errTypeNames)]metric.MeasurementOption
+	ok, failed attrs
+	errs       [len(errTypeNames)]attrs
 }
 
 // newMetrics makes the instruments of cfg's MeterProvider, if any.
@@ -209,15 +216,16 @@ func newMetrics(cfg *config) (metrics, error) {
 	return o, nil
 }
 
-// set is a measurement option with the attributes kvs.
-func set(kvs ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(kvs...))
+// set returns the options of the attributes kvs.
+func set(kvs ...attribute.KeyValue) attrs {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return attrs{rec: []metric.RecordOption{o}, add: []metric.AddOption{o}}
 }
 
 // newNameSets precomputes the attribute sets of one name (base: its name
 // attribute, or none).
 func newNameSets(base []attribute.KeyValue) *nameSets {
-	with := func(kvs ...attribute.KeyValue) metric.MeasurementOption {
+	with := func(kvs ...attribute.KeyValue) attrs {
 		return set(append(append([]attribute.KeyValue(nil), base...), kvs...)...)
 	}
 	s := &nameSets{plain: with()}
@@ -250,7 +258,7 @@ func (o *metrics) acquired(ctx context.Context, name string, kind claimKind, sta
 	if !o.on {
 		return
 	}
-	o.acquire.Record(bgCtx, time.Since(start).Seconds(), o.sets(name).acquire[kind][outcomeOf(ctx, err)])
+	o.acquire.Record(bgCtx, time.Since(start).Seconds(), o.sets(name).acquire[kind][outcomeOf(ctx, err)].rec...)
 }
 
 // waited records a claim that waited in line since it was made.
@@ -258,7 +266,7 @@ func (o *metrics) waited(name string, c *claim, out outcome) {
 	if !o.on || c.since.IsZero() {
 		return
 	}
-	o.wait.Record(bgCtx, time.Since(c.since).Seconds(), o.sets(name).acquire[c.kind][out])
+	o.wait.Record(bgCtx, time.Since(c.since).Seconds(), o.sets(name).acquire[c.kind][out].rec...)
 }
 
 // outcomeOf classifies the result of an acquisition under ctx.
@@ -279,14 +287,14 @@ func outcomeOf(ctx context.Context, err error) outcome {
 // holding records a lease gained (+1) or ended (-1).
 func (o *metrics) holding(name string, d int64) {
 	if o.on {
-		o.held.Add(bgCtx, d, o.sets(name).plain)
+		o.held.Add(bgCtx, d, o.sets(name).plain.add...)
 	}
 }
 
 // leading records leadership gained (+1) or ended (-1).
 func (o *metrics) leading(name string, d int64) {
 	if o.on {
-		o.leader.Add(bgCtx, d, o.sets(name).plain)
+		o.leader.Add(bgCtx, d, o.sets(name).plain.add...)
 	}
 }
 
@@ -296,16 +304,16 @@ func (o *metrics) renewal(name string, ok bool) {
 	switch {
 	case !o.on:
 	case ok:
-		o.renewals.Add(bgCtx, 1, o.sets(name).plain)
+		o.renewals.Add(bgCtx, 1, o.sets(name).plain.add...)
 	default:
-		o.renewFails.Add(bgCtx, 1, o.sets(name).plain)
+		o.renewFails.Add(bgCtx, 1, o.sets(name).plain.add...)
 	}
 }
 
 // loss records a lease that ended without a release.
 func (o *metrics) loss(name string, c cause) {
 	if o.on {
-		o.lost.Add(bgCtx, 1, o.sets(name).lost[c])
+		o.lost.Add(bgCtx, 1, o.sets(name).lost[c].add...)
 	}
 }
 
@@ -313,7 +321,7 @@ func (o *metrics) loss(name string, c cause) {
 // its grant.
 func (o *metrics) handoff(name string, w wake, gap time.Duration) {
 	if o.on {
-		o.gap.Record(bgCtx, gap.Seconds(), o.sets(name).gap[w])
+		o.gap.Record(bgCtx, gap.Seconds(), o.sets(name).gap[w].rec...)
 	}
 }
 
@@ -325,10 +333,10 @@ func (o *metrics) storeCall(op storeOp, d time.Duration, err error) {
 	}
 	s := &o.ops[op]
 	if err == nil || errors.Is(err, ErrNotHeld) {
-		o.store.Record(bgCtx, d.Seconds(), s.ok)
+		o.store.Record(bgCtx, d.Seconds(), s.ok.rec...)
 		return
 	}
-	o.store.Record(bgCtx, d.Seconds(), s.failed)
+	o.store.Record(bgCtx, d.Seconds(), s.failed.rec...)
 	t := 2
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -336,7 +344,7 @@ func (o *metrics) storeCall(op storeOp, d time.Duration, err error) {
 	case errors.Is(err, ErrStoreSetup):
 		t = 1
 	}
-	o.storeErrs.Add(bgCtx, 1, s.errs[t])
+	o.storeErrs.Add(bgCtx, 1, s.errs[t].add...)
 }
 
 // clockStep records a step of the server's clock. Reserved for the
@@ -349,5 +357,5 @@ func (o *metrics) clockStep(forward bool) {
 	if forward {
 		i = 0
 	}
-	o.clockSteps.Add(bgCtx, 1, o.steps[i])
+	o.clockSteps.Add(bgCtx, 1, o.steps[i].add...)
 }

@@ -89,10 +89,10 @@ const (
 	KindContend    = "contend"     // a Contender's term (and so a Scheduler's)
 
 	OutcomeAcquired    = "acquired"     // the mutex was granted
-	OutcomeNotAcquired = "not_acquired" // held elsewhere (TryAcquire), or a grant the store cut too short
+	OutcomeNotAcquired = "not_acquired" // held elsewhere (TryAcquire)
 	OutcomeCanceled    = "canceled"     // the caller's context ended first
 	OutcomeClosed      = "closed"       // the Manager was closed
-	OutcomeError       = "error"        // the store failed
+	OutcomeError       = "error"        // the store failed, or granted less than the safety margin
 	OutcomeOK          = "ok"           // a store call that was answered
 
 	CauseDeadline = "deadline" // no renewal was confirmed before the deadline

@@ -260,3 +260,31 @@ func TestScrape(t *testing.T) {
 		t.Error("clock steps recorded before the detector exists")
 	}
 }
+
+// BenchmarkCycleSDK is lease's BenchmarkManager/cycle with the SDK's
+// MeterProvider recording: what enabled metrics cost an uncontended
+// Acquire + Release.
+//
+//	go test -run '^$' -bench . -benchmem
+func BenchmarkCycleSDK(b *testing.B) {
+	tel, err := NewTelemetry()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tel.Provider.Shutdown(bg)
+	m, err := lease.NewManager(memstore.New(), lease.WithMeterProvider(tel.Provider))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close(bg)
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := m.Acquire(bg, "orders/42")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(bg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
