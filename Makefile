@@ -15,6 +15,7 @@ SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 # background while vet and sqlc compile (containers waits for them).
 test: fmt-check servers containers-background vet generate-check containers
 	SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd examples/otelprom && $(GO) test -race -count=1 ./...
 	@.ci/test-containers
 
 # Every server store's TCK (Redis, Redis Cluster, PostgreSQL, MariaDB,
@@ -36,6 +37,7 @@ containers-background:
 vet:
 	$(GO) vet $(PKGS)
 	cd examples/testcontainers && $(GO) vet ./...
+	cd examples/otelprom && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Acquire blocks until this Manager holds the mutex name for the caller,
@@ -12,7 +13,7 @@ import (
 // When ctx ends first, Acquire returns an error that wraps both
 // [ErrNotAcquired] and ctx.Err(). After Close it returns [ErrClosed].
 func (m *Manager) Acquire(ctx context.Context, name string) (*Lease, error) {
-	return m.claimLease(ctx, name, claimAcquire)
+	return m.observedClaim(ctx, name, claimAcquire)
 }
 
 // TryAcquire makes one attempt to acquire the mutex name. When someone
@@ -21,7 +22,25 @@ func (m *Manager) Acquire(ctx context.Context, name string) (*Lease, error) {
 // wrapping [ErrNotAcquired]. Other errors mean the store could not be asked;
 // the outcome is then cleaned up in the background.
 func (m *Manager) TryAcquire(ctx context.Context, name string) (*Lease, error) {
-	return m.claimLease(ctx, name, claimTry)
+	return m.observedClaim(ctx, name, claimTry)
+}
+
+// observedClaim is claimLease, timed for the metrics when they are on.
+func (m *Manager) observedClaim(ctx context.Context, name string, kind claimKind) (*Lease, error) {
+	if !m.obs.on {
+		return m.claimLease(ctx, name, kind)
+	}
+	start := time.Now()
+	l, err := m.claimLease(ctx, name, kind)
+	m.obs.acquired(ctx, name, kind, start, err)
+	return l, err
+}
+
+// gained records a lease granted, before its holder gets it; no lock is
+// held.
+func (m *Manager) gained(l *Lease) {
+	m.obs.holding(l.name, 1)
+	m.logAcquired(l)
 }
 
 func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (*Lease, error) {
@@ -48,7 +67,7 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 	if s.lease != nil || s.busy || s.p.errs > 0 || s.p.dirty() || s.abandoned() {
 		// Someone holds or awaits it locally, or the store may hold
 		// something of ours: wait in line for a worker.
-		c := newClaim(kind)
+		c := m.newClaim(kind)
 		s.add(c)
 		s.mu.Unlock()
 		m.life.RUnlock()
@@ -77,9 +96,10 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 	call := m.newCall(ctx)
 	rec, err := m.store.Acquire(call, s.name, cfg.id, cfg.ttl, cfg.transition)
 	call.end()
+	m.called(opAcquire, call, err)
 	if err != nil {
 		err = fmt.Errorf("lease: acquire %q: %w", s.name, err)
-		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
+		m.logAcquireFailed(s.name, err)
 		s.mu.Lock()
 		s.p.uncertain = true
 		s.p.errs++
@@ -96,6 +116,9 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 	if !rec.Held(cfg.id) {
 		s.mu.Lock()
 		s.p.queued = true
+		if m.obs.on { // free at the owner's transition end, unless released earlier
+			s.seenFree(sent.Add(rec.Transition), wakePoll)
+		}
 		if kind == claimTry {
 			return s.giveUp(nil, fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner))
 		}
@@ -124,6 +147,7 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 	l := newLease(s, rec, sent, deadline)
 	s.lease, s.busy, s.acquiring = l, false, false
 	s.mu.Unlock()
+	m.gained(l)
 	return l, nil, nil
 }
 
@@ -140,7 +164,7 @@ func (s *slot) giveUp(l *Lease, err error) (*Lease, *claim, error) {
 // waitInLine turns the caller's attempt into a claim first in line and
 // hands the slot to a worker. s.mu is held; it is unlocked.
 func (s *slot) waitInLine(kind claimKind) (*Lease, *claim, error) {
-	c := newClaim(kind)
+	c := s.m.newClaim(kind)
 	s.claims = append(s.claims, nil)
 	copy(s.claims[1:], s.claims)
 	s.claims[0] = c
@@ -205,11 +229,14 @@ func (s *slot) abandoned() bool {
 func (s *slot) waitClaim(ctx context.Context, c *claim) (*Lease, error) {
 	select {
 	case l := <-c.lease:
+		s.m.obs.waited(s.name, c, outAcquired)
 		return l, nil
 	case err := <-c.fail:
+		s.m.obs.waited(s.name, c, outcomeOf(ctx, err))
 		return nil, err
 	case <-ctx.Done():
 	}
+	s.m.obs.waited(s.name, c, outCanceled)
 	if s.cancel(c) {
 		return nil, errors.Join(ErrNotAcquired, ctx.Err())
 	}

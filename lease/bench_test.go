@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.opentelemetry.io/otel/metric/noop"
+
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/memstore"
 )
@@ -23,14 +25,15 @@ var benchKeys = func() []string {
 
 // BenchmarkManager measures the Manager's own cost on memstore (no
 // network): one uncontended Acquire + Release per op, from one goroutine
-// ("cycle"), and from 64 goroutines sharing one Manager over 10,000 keys
-// ("parallel64"), as an application uses it.
+// ("cycle"; "cycle-noop-metrics" with the OpenTelemetry no-op
+// MeterProvider), and from 64 goroutines sharing one Manager over 10,000
+// keys ("parallel64"), as an application uses it.
 //
 //	go test -run '^$' -bench BenchmarkManager -benchmem ./lease/
 func BenchmarkManager(b *testing.B) {
 	ctx := context.Background()
-	newManager := func(b *testing.B) *lease.Manager {
-		m, err := lease.NewManager(memstore.New())
+	newManager := func(b *testing.B, opts ...lease.Option) *lease.Manager {
+		m, err := lease.NewManager(memstore.New(), opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -48,6 +51,13 @@ func BenchmarkManager(b *testing.B) {
 	}
 	b.Run("cycle", func(b *testing.B) {
 		m := newManager(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			cycle(b, m, "orders/42")
+		}
+	})
+	b.Run("cycle-noop-metrics", func(b *testing.B) { // issue 20: the no-op provider costs nothing
+		m := newManager(b, lease.WithMeterProvider(noop.NewMeterProvider()))
 		b.ReportAllocs()
 		for b.Loop() {
 			cycle(b, m, "orders/42")

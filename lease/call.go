@@ -32,11 +32,14 @@ func (m *Manager) newCall(parent context.Context) *callCtx {
 	return &callCtx{parent: parent, deadline: time.Now().Add(m.cfg.callTimeout)}
 }
 
-// call runs f with the per-call timeout, under parent.
-func (m *Manager) call(parent context.Context, f func(context.Context) error) error {
+// call runs f, the store call of op, with the per-call timeout, under
+// parent, and records its outcome.
+func (m *Manager) call(parent context.Context, op storeOp, f func(context.Context) error) error {
 	ctx := m.newCall(parent)
-	defer ctx.end()
-	return f(ctx)
+	err := f(ctx)
+	ctx.end()
+	m.called(op, ctx, err)
+	return err
 }
 
 // Deadline returns the earlier of the call's deadline and its parent's.

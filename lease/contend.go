@@ -169,7 +169,7 @@ func (c *Contender) run() {
 	defer close(c.done)
 	defer c.m.forget(c)
 	for {
-		cl := newClaim(claimContend)
+		cl := c.m.newClaim(claimContend)
 		s, err := c.m.enqueue(c.name, cl)
 		if err != nil {
 			return // closed
@@ -187,9 +187,12 @@ func (c *Contender) run() {
 		var l *Lease
 		select {
 		case l = <-cl.lease:
-		case <-cl.fail:
+			c.m.obs.waited(c.name, cl, outAcquired)
+		case err := <-cl.fail:
+			c.m.obs.waited(c.name, cl, outcomeOf(nil, err))
 			return
 		case <-c.stopping:
+			c.m.obs.waited(c.name, cl, outCanceled)
 			if s.cancel(cl) {
 				return
 			}
@@ -224,8 +227,12 @@ func (c *Contender) term(l *Lease) bool {
 	c.lead = l
 	c.mu.Unlock()
 
+	c.m.obs.leading(c.name, 1)
+	c.m.logLeader(l, true, false)
 	c.cb.OnAcquired(l.Context(), l)
 	<-l.Done() // OnAcquired may return early; leadership lasts until the lease ends
+	c.m.obs.leading(c.name, -1)
+	c.m.logLeader(l, false, errors.Is(context.Cause(l.Context()), ErrLost))
 	prev := l.Owner()
 	if c.cb.OnReleased != nil {
 		c.cb.OnReleased(prev)

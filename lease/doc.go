@@ -30,6 +30,14 @@
 // [BatchRenewer] and [GrantLimiter]); package memstore is an in-process one
 // for tests, and package tck checks any store against the contract.
 //
+// # Observability
+//
+// [WithMeterProvider] records metrics through the OpenTelemetry metric API
+// (a no-op that costs nothing without it; instruments from
+// [MetricAcquireDuration] on), [Manager.HealthCheck] is a health check
+// usable as an http.Handler, and [WithLogger] receives the lifecycle
+// events, each with [LogKeyEvent] and the other stable keys.
+//
 // # Guarantees
 //
 // Token monotonicity. Every grant of a mutex carries a token strictly

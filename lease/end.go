@@ -28,10 +28,17 @@ func (s *slot) releaseLease(ctx context.Context, l *Lease) error {
 	if err != nil && !errors.Is(err, ErrNotHeld) {
 		s.p.lostToken = l.token
 	}
+	if err == nil && m.obs.on && len(s.claims) > 0 {
+		s.seenFree(m.cfg.clock.Now(), wakeLocal) // a local waiter's hand-off starts
+	}
 	l.mu.Lock()
 	l.ended(err)
 	l.mu.Unlock()
 	s.mu.Unlock()
+	m.obs.holding(s.name, -1)
+	if err == nil || errors.Is(err, ErrNotHeld) {
+		m.logReleased(l, err)
+	}
 	if err == nil {
 		m.notifyOwner(Owner{Mutex: s.name})
 	}
@@ -61,11 +68,11 @@ func (s *slot) releaseHeld(ctx context.Context, l *Lease) error {
 // effort.
 func (s *slot) release(ctx context.Context, token uint64) error {
 	m := s.m
-	err := m.call(ctx, func(ctx context.Context) error {
+	err := m.call(ctx, opRelease, func(ctx context.Context) error {
 		return m.store.Release(ctx, s.name, m.cfg.id, token)
 	})
 	if err != nil && !errors.Is(err, ErrNotHeld) {
-		m.cfg.logger.Warn("release failed", "mutex", s.name, "token", token, "error", err)
+		m.logReleaseFailed(s.name, token, err)
 	}
 	return err
 }
@@ -83,23 +90,21 @@ func (l *Lease) lose(now time.Time) {
 		s.mu.Unlock()
 		return
 	}
-	told := l.ctx.Err() == nil // not already released by a Stop
 	s.endLocked(l, ErrLost, l.token)
-	if told {
-		s.m.cfg.logger.Warn("lease lost: no renewal confirmed before the deadline", "mutex", l.name, "token", l.token)
-	}
+	s.m.lost(l, causeDeadline, "")
 	s.next(true)
 }
 
-// refused ends l because a renewal found another grant current: it is
-// lost, and nothing of ours is left to release. It reports whether it
-// ended l.
-func (l *Lease) refused() bool {
+// refused ends l because a renewal found another grant current (of
+// owner, if the store named it): it is lost, and nothing of ours is left
+// to release. It reports whether it ended l.
+func (l *Lease) refused(owner string) bool {
 	s := l.s
 	if !s.lockLive(l) {
 		return false
 	}
 	s.endLocked(l, ErrLost, 0)
+	s.m.lost(l, causeNotHeld, owner)
 	s.next(true)
 	return true
 }
@@ -122,6 +127,7 @@ func (l *Lease) abandon() {
 		return
 	}
 	s.endLocked(l, ErrReleased, l.token)
+	s.m.lost(l, causeStopped, "")
 	s.next(false)
 }
 
@@ -152,4 +158,12 @@ func (s *slot) endLocked(l *Lease, cause error, lost uint64) {
 		s.p.lostToken = lost
 	}
 	s.mu.Unlock()
+}
+
+// lost records that l ended without a release, for cause (owner: the
+// owner the store reported, if any). Called with no lock held.
+func (m *Manager) lost(l *Lease, c cause, owner string) {
+	m.obs.holding(l.name, -1)
+	m.obs.loss(l.name, c)
+	m.logLost(l.name, l.token, c, owner)
 }

@@ -51,4 +51,8 @@ var (
 	// Contender keeps retrying with back-off, logging each failure, so that
 	// it recovers once the setup is fixed.
 	ErrStoreSetup = errors.New("lease: store not set up")
+
+	// ErrUnhealthy: a [HealthCheck] found a held lease whose renewals
+	// are overdue, or a store that does not answer.
+	ErrUnhealthy = errors.New("lease: unhealthy")
 )

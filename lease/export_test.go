@@ -14,3 +14,7 @@ func PerNameEntries(m *Manager) int {
 	defer m.rmu.Unlock()
 	return n + len(m.abandonedUntil) + len(m.unreleased)
 }
+
+// RecordClockStep records a server clock step on m's metrics, as the
+// detector of server clock steps will.
+func RecordClockStep(m *Manager, forward bool) { m.obs.clockStep(forward) }

@@ -88,7 +88,8 @@ func TestUncontendedCycleRunsInTheCallersGoroutine(t *testing.T) {
 // TestUncontendedCycleAllocations (issue 17): an uncontended Acquire +
 // Release on memstore stays within its budget of 10 allocations (6 today:
 // the lease, its context and cancel function, the slot, and one context
-// per store call), leaving room for no-op metrics.
+// per store call; metrics and logs that are off add none, see
+// TestNoopMetricsCostNothing).
 func TestUncontendedCycleAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")

@@ -47,13 +47,14 @@ type Lease struct {
 
 	mu       sync.Mutex
 	state    leaseState
+	released bool // Release has succeeded once
+	inflight bool // a renewal is in flight
 	deadline time.Time
 	rec      Record        // last record confirmed by the store
 	result   error         // outcome of the server-side end, once ended
-	released bool          // Release has succeeded once
 	stopped  chan struct{} // made on demand; closed once ended
 	renewAt  time.Time     // when the next renewal is due
-	inflight bool          // a renewal is in flight
+	due      time.Duration // renewAt as of the last confirmation, from the Manager's start (HealthCheck)
 	attempt  int           // failed renewals in a row
 
 	// Guarded by the Manager's timers.
@@ -63,7 +64,7 @@ type Lease struct {
 
 // leaseState is where a lease is in its life. Ordered: every state from
 // leaseEnding on is no longer renewed.
-type leaseState int
+type leaseState uint8
 
 const (
 	leaseHeld     leaseState = iota
@@ -90,6 +91,7 @@ func newLease(s *slot, rec Record, sent, deadline time.Time) *Lease {
 		deadline: deadline, rec: rec, hidx: -1, gap: cfg.renewGap(sent, deadline),
 	}
 	l.renewAt = cfg.renewAt(sent, deadline, s.m.started, s.m.batch != nil, l.gap)
+	l.due = l.renewAt.Sub(s.m.started)
 	l.mu.Lock()
 	s.m.timers.schedule(l, l.nextEvent())
 	l.mu.Unlock()

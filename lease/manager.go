@@ -49,6 +49,9 @@ type Manager struct {
 	contenders map[*Contender]struct{}
 
 	refusals // abandoned and unreleased grants
+
+	obs    metrics     // instruments; all no-ops without a MeterProvider
+	health storeHealth // whether the store answers, for HealthCheck
 }
 
 // slotShards is the number of shards of a Manager's slot registry.
@@ -85,7 +88,12 @@ func NewManager(store Store, opts ...Option) (*Manager, error) {
 				ErrInvalidArgument, limit, cfg.safety, cfg.ttl, cfg.transition)
 		}
 	}
+	obs, err := newMetrics(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manager{
+		obs:        obs,
 		store:      store,
 		cfg:        cfg,
 		started:    cfg.clock.Now(),
@@ -125,7 +133,7 @@ func (m *Manager) Get(ctx context.Context, name string) (Owner, error) {
 		return Owner{}, ErrClosed
 	}
 	var rec Record
-	err := m.call(ctx, func(ctx context.Context) (err error) {
+	err := m.call(ctx, opGet, func(ctx context.Context) (err error) {
 		rec, err = m.store.Get(ctx, name)
 		return err
 	})
@@ -195,6 +203,17 @@ func (m *Manager) Close(ctx context.Context) error {
 // heldLeases returns the leases held and not draining.
 func (m *Manager) heldLeases() []*Lease {
 	var ls []*Lease
+	m.eachLease(func(l *Lease) {
+		if l.state == leaseHeld {
+			ls = append(ls, l)
+		}
+	})
+	return ls
+}
+
+// eachLease calls f with every lease of the slots, under the locks of its
+// shard, its slot and itself.
+func (m *Manager) eachLease(f func(*Lease)) {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
@@ -202,16 +221,13 @@ func (m *Manager) heldLeases() []*Lease {
 			s.mu.Lock()
 			if l := s.lease; l != nil {
 				l.mu.Lock()
-				if l.state == leaseHeld {
-					ls = append(ls, l)
-				}
+				f(l)
 				l.mu.Unlock()
 			}
 			s.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}
-	return ls
 }
 
 // isClosing reports whether Close has begun ending goroutines.

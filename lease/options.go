@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Defaults, as in Simba.
@@ -32,6 +34,9 @@ type config struct {
 	id          string
 	logger      *slog.Logger
 	clock       Clock
+
+	meterProvider metric.MeterProvider // nil: no metrics
+	metricNames   []string             // mutexes named in metrics
 }
 
 // WithTTL sets the owner's exclusive window: a grant, and every renewal,
@@ -104,8 +109,17 @@ func WithContenderID(id string) Option {
 	}
 }
 
-// WithLogger sets a logger for background events (renewal failures, lost
-// leases, store errors while waiting). The default discards everything.
+// WithLogger sets a logger for the Manager's events: leases acquired,
+// released and lost, leadership gained and lost (Info; a loss is Warn),
+// renewals and waiting attempts (Debug), and failed store calls (Warn).
+// Every record carries [LogKeyEvent] and the keys listed with it; match on
+// those, not on messages. The default discards everything.
+//
+// Most records come from the Manager's own goroutines. Acquire,
+// TryAcquire and Release make an uncontended attempt, and so log its
+// outcome, in the caller's goroutine; Contender events come from the
+// Contender's goroutine. No record is logged under a lock of this
+// package, and a disabled level costs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

@@ -26,7 +26,7 @@ func (m *Manager) sendRenewals(ls []*Lease) {
 			}
 			sent := cfg.clock.Now()
 			var results []RenewResult
-			err := m.call(context.Background(), func(ctx context.Context) (err error) {
+			err := m.call(context.Background(), opRenewMany, func(ctx context.Context) (err error) {
 				results, err = m.batch.RenewMany(ctx, reqs)
 				return err
 			})
@@ -49,7 +49,7 @@ func (m *Manager) sendRenewals(ls []*Lease) {
 			defer m.wg.Done()
 			sent := cfg.clock.Now()
 			var rec Record
-			err := m.call(context.Background(), func(ctx context.Context) (err error) {
+			err := m.call(context.Background(), opRenew, func(ctx context.Context) (err error) {
 				rec, err = m.store.Renew(ctx, l.name, cfg.id, l.token, cfg.ttl, cfg.transition)
 				return err
 			})
@@ -79,15 +79,16 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 			l.deadline = dl
 		}
 		l.renewAt = cfg.renewAt(sent, l.deadline, m.started, m.batch != nil, l.gap)
+		l.due = l.renewAt.Sub(m.started)
 		m.timers.schedule(l, l.nextEvent())
 		l.mu.Unlock()
+		m.obs.renewal(l.name, true)
+		m.logRenewed(l)
 	case err == nil || errors.Is(err, ErrNotHeld):
 		// The store says someone else's grant is current: the lease is
 		// gone, and there is nothing of ours to release.
 		l.mu.Unlock()
-		if l.refused() {
-			cfg.logger.Warn("lease lost: the store reports another grant",
-				"mutex", l.name, "token", l.token, "owner", rec.Owner)
+		if l.refused(rec.Owner) {
 			m.notifyOwner(ownerOf(l.name, rec))
 		}
 	default:
@@ -96,7 +97,8 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 		l.attempt++
 		m.timers.schedule(l, l.nextEvent())
 		l.mu.Unlock()
-		cfg.logger.Warn("renew failed", "mutex", l.name, "token", l.token, "attempt", attempt+1, "error", err)
+		m.obs.renewal(l.name, false)
+		m.logRenewFailed(l, attempt+1, err)
 	}
 }
 

@@ -105,7 +105,7 @@ func (s *Scheduler) lead(ctx context.Context, m *Manager, l *Lease, trig Trigger
 		}
 		start := clk.Now()
 		if err := work(ctx); err != nil {
-			m.cfg.logger.Warn("scheduled work failed", "mutex", l.Name(), "token", l.Token(), "error", err)
+			m.logWorkFailed(l, err)
 		}
 		if trig.rate {
 			next = start.Add(trig.period)

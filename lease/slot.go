@@ -29,10 +29,15 @@ type claim struct {
 	state claimState  // guarded by the slot's mu
 	lease chan *Lease // buffered: the grant
 	fail  chan error  // buffered: why there will be no grant
+	since time.Time   // when it began to wait (zero without metrics)
 }
 
-func newClaim(kind claimKind) *claim {
-	return &claim{kind: kind, lease: make(chan *Lease, 1), fail: make(chan error, 1)}
+func (m *Manager) newClaim(kind claimKind) *claim {
+	c := &claim{kind: kind, lease: make(chan *Lease, 1), fail: make(chan error, 1)}
+	if m.obs.on {
+		c.since = time.Now()
+	}
+	return c
 }
 
 // A slot is the single store contender of one Manager for one mutex. At
@@ -61,8 +66,16 @@ type progress struct {
 	errs      int           // consecutive failed attempts
 	uncertain bool          // the last Acquire's outcome is unknown
 	queued    bool          // the store may have us in its wait queue
+	freedBy   wake          // how the mutex was seen free (metrics)
 	lostToken uint64        // a grant we gave up locally that may still be live
 	delay     time.Duration // a worker taking over waits this long first
+	freed     time.Duration // when it was, from the Manager's start; 0: not seen
+}
+
+// seenFree notes that the mutex was seen free at, for the hand-off gap
+// of the waiter that gets it next.
+func (s *slot) seenFree(at time.Time, w wake) {
+	s.p.freed, s.p.freedBy = max(at.Sub(s.m.started), 1), w
 }
 
 // dirty reports whether the store may hold something of ours that no

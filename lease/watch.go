@@ -49,7 +49,7 @@ func (m *Manager) watch(ctx context.Context, name string, ch chan<- Owner) {
 			events, _ = m.watcher.Watch(ctx, name, "")
 		}
 		var rec Record
-		err := m.call(ctx, func(ctx context.Context) (err error) {
+		err := m.call(ctx, opGet, func(ctx context.Context) (err error) {
 			rec, err = m.store.Get(ctx, name)
 			return err
 		})
@@ -58,7 +58,7 @@ func (m *Manager) watch(ctx context.Context, name string, ch chan<- Owner) {
 			if ctx.Err() != nil {
 				return
 			}
-			m.cfg.logger.Warn("watch: get failed", "mutex", name, "error", err)
+			m.logWatchFailed(name, err)
 			delay = m.cfg.backoff(errs)
 			errs++
 		} else {

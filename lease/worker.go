@@ -90,7 +90,7 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event) bool {
 	}
 	sent := cfg.clock.Now()
 	var rec Record
-	err := m.call(ctx, func(ctx context.Context) (err error) {
+	err := m.call(ctx, opAcquire, func(ctx context.Context) (err error) {
 		rec, err = m.store.Acquire(ctx, s.name, cfg.id, cfg.ttl, cfg.transition)
 		return err
 	})
@@ -102,7 +102,7 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event) bool {
 			match = notContend // waiting cannot fix it: tell the caller now
 		}
 		s.failIf(fmt.Errorf("lease: acquire %q: %w", s.name, err), match)
-		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
+		m.logAcquireFailed(s.name, err)
 		if !s.empty() {
 			s.wait(cfg.backoff(p.errs-1), events)
 		}
@@ -114,8 +114,13 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event) bool {
 		p.errs = 0
 		p.queued = true
 		s.failIf(fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner), isTry)
+		if m.obs.on { // free at the owner's transition end, unless released earlier
+			s.seenFree(sent.Add(rec.Transition), wakePoll)
+		}
 		if !s.empty() && (*events != nil || m.watcher == nil) {
-			s.wait(cfg.waitDelay(rec), events)
+			d := cfg.waitDelay(rec)
+			m.logWaiting(s.name, rec.Owner, d)
+			s.wait(d, events)
 		} // else: subscribe, then attempt again at once (work)
 		return false
 	}
@@ -157,7 +162,15 @@ func (s *slot) grant(ctx context.Context, rec Record, sent, deadline time.Time) 
 	c.state = claimDone
 	l := newLease(s, rec, sent, deadline)
 	s.lease, s.busy, s.acquiring = l, false, false
+	freed, by := s.p.freed, s.p.freedBy
+	s.p.freed = 0
 	s.mu.Unlock()
+	if freed > 0 {
+		if gap := s.m.cfg.clock.Now().Sub(s.m.started) - freed; gap >= 0 {
+			s.m.obs.handoff(s.name, by, gap)
+		}
+	}
+	s.m.gained(l)
 	c.lease <- l
 	return true
 }
@@ -180,7 +193,7 @@ func (s *slot) deadOnArrival(ctx context.Context, events *<-chan Event, rec Reco
 	}
 	s.failIf(err, match)
 	if !s.empty() {
-		cfg.logger.Warn("acquire failed", "mutex", s.name, "error", err)
+		s.m.logAcquireFailed(s.name, err)
 		s.wait(cfg.backoff(p.errs-1), events)
 	}
 }
@@ -199,9 +212,33 @@ func (s *slot) tooShort(rec Record, took time.Duration) error {
 }
 
 // wait sleeps until the next attempt is due, an event arrives, the claims
-// change or the Manager closes.
+// change or the Manager closes. With metrics on, a release event marks
+// when the mutex was seen free (the hand-off gap); a closed events
+// channel is set to nil, and polling goes on, as in pause.
 func (s *slot) wait(d time.Duration, events *<-chan Event) {
-	pause(s.m.cfg.clock, d, events, s.wake, nil, s.m.closing)
+	m := s.m
+	if !m.obs.on {
+		pause(m.cfg.clock, d, events, s.wake, nil, m.closing)
+		return
+	}
+	t := m.cfg.clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+		case <-s.wake:
+		case <-m.closing:
+		case e, ok := <-*events:
+			if !ok {
+				*events = nil
+				continue
+			}
+			if e.Owner == "" {
+				s.seenFree(m.cfg.clock.Now(), wakeEvent)
+			}
+		}
+		return
+	}
 }
 
 // cleanup leaves the store as if this contender had never come: a grant
@@ -212,7 +249,7 @@ func (s *slot) cleanup() {
 	ctx := context.Background()
 	if p.uncertain {
 		var rec Record
-		err := m.call(ctx, func(ctx context.Context) (err error) {
+		err := m.call(ctx, opGet, func(ctx context.Context) (err error) {
 			rec, err = m.store.Get(ctx, s.name)
 			return err
 		})

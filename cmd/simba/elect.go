@@ -25,10 +25,12 @@ func (c *cli) cmdElect(args []string) error {
 	f := c.newFlags("elect")
 	var tf timingFlags
 	tf.register(f)
+	var of obsFlags
+	of.register(f)
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	s, err := c.newSession(f, &tf, tf.grace+releaseTimeout)
+	s, err := c.newSession(f, &tf, &of, tf.grace+releaseTimeout)
 	if err != nil {
 		return err
 	}

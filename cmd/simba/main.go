@@ -64,6 +64,19 @@
 // SIGTERM to simba stops CMD (SIGTERM, SIGKILL after --grace), resigns and
 // exits 0; SIGHUP and SIGQUIT are forwarded to CMD's group.
 //
+// # Logs, metrics and health
+//
+// run and elect take --log-level (debug, info, warn or error; default
+// warn), which sets which of the lease package's records simba prints on
+// standard error, one line each ("simba: info: lease acquired
+// event=acquired mutex=NAME token=N"); records of what simba reports
+// itself (a lost lease, leadership) are left out by their event. With
+// --listen ADDR (for example 127.0.0.1:9464) they serve GET /metrics, the
+// lease package's OpenTelemetry instruments in the Prometheus text format,
+// and GET /healthz, 200 "ok" or 503 with the reason when a renewal is
+// overdue by more than ttl/3 or the store has answered no call for longer
+// than its call timeout. At --log-level info, simba says where it serves.
+//
 // # simba status
 //
 // status prints, for each NAME, the owner, the fencing token and the time

@@ -23,6 +23,8 @@ func (c *cli) cmdRun(args []string) error {
 	f := c.newFlags("run")
 	var tf timingFlags
 	tf.register(f)
+	var of obsFlags
+	of.register(f)
 	wait := f.Duration("wait", 0, "give up after this long")
 	noWait := f.Bool("no-wait", false, "one attempt")
 	if err := c.parse(f, args); err != nil {
@@ -36,7 +38,7 @@ func (c *cli) cmdRun(args []string) error {
 	case waitSet && *wait <= 0:
 		return fail(codeUsage, "run: --wait must be positive (or use --no-wait)")
 	}
-	s, err := c.newSession(f, &tf, releaseTimeout)
+	s, err := c.newSession(f, &tf, &of, releaseTimeout)
 	if err != nil {
 		return err
 	}

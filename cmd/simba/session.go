@@ -22,16 +22,21 @@ type session struct {
 	b      *backend
 	m      *lease.Manager
 	ending time.Duration // bounds the Manager's Close (the release) at exit
+	ob     *observer     // serves --listen, or nil
 }
 
 // newSession parses run's and elect's shared arguments, catches the signals
 // to forward, and opens the store. Close it.
-func (c *cli) newSession(f *flags, tf *timingFlags, ending time.Duration) (*session, error) {
+func (c *cli) newSession(f *flags, tf *timingFlags, of *obsFlags, ending time.Duration) (*session, error) {
 	name, argv, err := nameAndCommand(f.cmd, f.Args())
 	if err != nil {
 		return nil, err
 	}
 	tm, err := tf.timing(f)
+	if err != nil {
+		return nil, err
+	}
+	level, err := of.level(f)
 	if err != nil {
 		return nil, err
 	}
@@ -43,15 +48,23 @@ func (c *cli) newSession(f *flags, tf *timingFlags, ending time.Duration) (*sess
 		return nil, err
 	}
 	s := &session{name: name, argv: argv, grace: tf.grace, sigs: make(chan os.Signal, 8), ending: ending}
+	if s.ob, err = of.observer(f); err != nil {
+		return nil, err
+	}
 	signal.Notify(s.sigs, forwarded...)
 	if s.b, err = c.open(context.Background(), t, tm, forLeases); err != nil {
 		s.Close()
 		return nil, err
 	}
-	opts := append([]lease.Option{lease.WithLogger(c.logger())}, s.b.opts...)
-	if s.m, err = lease.NewManager(s.b.store, opts...); err != nil {
+	log := c.logger(level)
+	opts := append([]lease.Option{lease.WithLogger(log)}, s.b.opts...)
+	if s.m, err = lease.NewManager(s.b.store, append(opts, s.ob.options()...)...); err != nil {
 		s.Close()
 		return nil, fail(codeUsage, "%s: %v", f.cmd, err)
+	}
+	if err := s.ob.serve(s.m, s.b.timing, log); err != nil {
+		s.Close()
+		return nil, withCode(codeSoftware, err)
 	}
 	return s, nil
 }
@@ -67,5 +80,6 @@ func (s *session) Close() {
 	if s.b != nil {
 		s.b.Close()
 	}
+	s.ob.Close()
 	signal.Stop(s.sigs)
 }

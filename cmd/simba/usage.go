@@ -17,6 +17,12 @@ const timingHelp = `  --ttl D           the owner's exclusive window (default 10
                     can be granted the lock)
 `
 
+const obsHelp = `  --log-level L     debug, info, warn or error: the library's records shown on stderr
+                    (default warn: failed renewals and store calls)
+  --listen ADDR     serve /metrics (Prometheus text) and /healthz on ADDR, e.g. 127.0.0.1:9464
+                    (/healthz is 503 when a renewal is overdue by ttl/3 or the store does not answer)
+`
+
 const exitHelp = `Exit codes: CMD's status (128+N for signal N); 64 usage; 69 store unavailable;
 75 not acquired; 76 lease lost, CMD terminated; 78 the store grants less than the safety
 margin (lower --ttl and --transition); 126 CMD not executable; 127 CMD not found.
@@ -48,7 +54,7 @@ CMD. If the lease is lost, CMD is terminated and simba exits 76.
 Flags:
 ` + storeHelp + `  --wait D          give up after D when the lock stays held (default: wait forever)
   --no-wait         one attempt: exit 75 at once when the lock is held
-` + timingHelp + `
+` + timingHelp + obsHelp + `
 ` + exitHelp,
 
 	"elect": `Usage: simba elect [flags] NAME -- CMD [ARG...]
@@ -60,7 +66,7 @@ again after a back-off (1s, doubling to 30s). SIGINT or SIGTERM stops CMD,
 resigns and exits 0; SIGHUP and SIGQUIT are forwarded to CMD.
 
 Flags:
-` + storeHelp + timingHelp + `
+` + storeHelp + timingHelp + obsHelp + `
 Exit codes: 0 after SIGINT/SIGTERM; 64 usage; 69 store unavailable;
 126 CMD not executable; 127 CMD not found.
 `,
