@@ -83,7 +83,10 @@
 // the grant lived), or an order of magnitude (a hand-off within ttl/2, a
 // renewal per ttl/2, a takeover within ttl + transition + 1 s jitter +
 // ttl). A check whose window a slow machine missed is not judged, and the
-// case logs it; a slow CI machine may need a longer [Harness.TTL]. With
+// case logs it; a slow CI machine may need a longer [Harness.TTL]. So is a
+// lease lost to the slow replies of SlowStore and the Renewed partition
+// cases (a little more than the safety margin each) when its store limits
+// its grants and told it too little to wait for the next reply. With
 // Synctest an in-process store runs the whole suite in about a second.
 //
 // # What the suite guarantees

@@ -85,7 +85,7 @@ var storeClauses = []clause{
 			killers: []string{"FairHandoff", "ReleaseWakesWaiter"}},
 	}},
 	{"a store that limits its grants tells its holder no more than it surely keeps, at most its MaxGrant", []mutant{
-		{name: "a session-bound store reports the grant asked, beyond its session", open: sessionBackend(true),
+		{name: "a session-bound store reports the grant asked, beyond its session", open: sessionBackend(sessionLimit, true),
 			killers: []string{"Transition", "TakeoverAfterAbandon", "PartitionedHolder", "PartitionedHolderRenewed", "PartitionedLeader", "PartitionedLeaderRenewed"}},
 	}},
 	{"Get changes nothing", []mutant{
