@@ -49,6 +49,29 @@ import (
 //   - Get reads the current record without changing anything. An unknown or
 //     free mutex is a zero Owner, not an error.
 //
+// What a record promises. The record of the holder's own Acquire or Renew
+// is what the lease relies on: nobody else is granted the mutex until its
+// Transition has passed since the call was sent (the holder's deadline
+// counts from there, on the smaller of Transition and ttl + transition).
+// A store reports the grant as asked (TTL ttl and Transition ttl +
+// transition, from its server's now) unless it cannot be sure to keep it
+// that long whatever happens to the holder's connection: a store whose
+// grants end with the holder's session (ZooKeeper's ephemeral nodes)
+// implements [GrantLimiter] and reports only what surely remains, at most
+// MaxGrant: a Transition below ttl + transition, and a TTL of the smaller
+// of ttl and Transition. Reporting less than the store keeps is safe (the
+// holder renews sooner); reporting more is the mistake that makes two
+// holders. Either way, while nothing fails, a grant runs for ttl, then
+// transition, as asked (a GrantLimiter's may end once MaxGrant passed).
+//
+// The records others see (Get, a losing Acquire) tell when the mutex may
+// be free. A store whose holders renew without writing cannot see from
+// another client how much of a grant is left: it reports the longest the
+// grant can last without a call of its holder (its whole ttl and
+// transition), so that waiters come back late, never early. Through the
+// client that holds the grant, Get reports the time left, which shrinks
+// as time passes: no read extends a grant.
+//
 // Errors other than ErrNotHeld mean the outcome is unknown (the request may
 // or may not have been applied); the caller retries or gives up safely. A
 // Store wraps [ErrStoreSetup] around errors that retrying cannot fix (a
@@ -74,7 +97,8 @@ type Record struct {
 	// Transition is the time left until the grant's transition ends, after
 	// which any contender may take the mutex. It is never less than TTL.
 	// With an empty Owner, a positive Transition means the store holds the
-	// mutex back (a fair hand-off) for that long.
+	// mutex back (a fair hand-off) for that long. How exact both are
+	// depends on who reads them: see what a record promises at [Store].
 	Transition time.Duration
 }
 
@@ -114,6 +138,10 @@ type Event struct {
 // reports that limit in the Records it returns too: [NewManager] then
 // refuses timings whose grants would leave nothing after the safety
 // margin, instead of failing every Acquire with [ErrGrantTooShort].
+// Only a GrantLimiter may tell its holder less than it asked for (see
+// [Store], what a record promises): the Transition of the record of the
+// holder's Acquire or Renew is then at most MaxGrant, and no more than
+// the store surely keeps the grant.
 type GrantLimiter interface {
 	MaxGrant() time.Duration
 }

@@ -27,7 +27,7 @@ func caseTakeoverAfterAbandon(e *env) {
 	if err != nil || rec.Owner != ghost || rec.Token == 0 {
 		e.t.Fatalf("Store.Acquire of a free mutex = %+v, %v; want a grant with a token", rec, err)
 	}
-	e.checkRecord("record of a new grant", rec)
+	e.checkGrant("record of a new grant", raw, rec, sent, time.Now())
 
 	const n = 6
 	ctx, cancel := context.WithTimeout(e.ctx, 2*e.takeover())

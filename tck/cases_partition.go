@@ -77,6 +77,7 @@ func partitionedHolder(e *env, plan cutPlan) {
 	wb := e.acquireAsync(e.ctx, b, name)
 	p := e.probe(raw, name)
 	cut := e.firstCut(at, e.takeover(), "the cut at the holder's first renewal")
+	e.lostBeforeCut(at, cut, la)
 
 	rb := e.granted(wb, e.takeover(), "takeover from a holder cut off from the store")
 	probes := p.halt()
@@ -145,6 +146,7 @@ func partitionedLeader(e *env, plan cutPlan) {
 	cb, rb := e.contend(b, name)
 	p := e.probe(raw, name)
 	cut := e.firstCut(at, e.takeover(), "the cut at the leader's first renewal")
+	e.lostBeforeCut(at, cut, aa.l)
 
 	ab := rb.next(e, e.takeover(), "OnAcquired of the next leader after the first was cut off")
 	probes := p.halt()

@@ -50,7 +50,12 @@
 //     with [Harness.Fair]).
 //   - Transition, TakeoverAfterAbandon, StaleRenewRelease: the Store
 //     contract through raw calls: a grant's ttl and transition, Get without
-//     effects, a holder that never renews, stale grants.
+//     effects, a holder that never renews, stale grants. The holder's
+//     records must report the grant as asked; only a store that limits its
+//     grants ([lease.GrantLimiter]) may report less, what it surely keeps
+//     (ZooKeeper: what surely remains of the holder's session), and never
+//     more than its MaxGrant. Get is read twice through the client that
+//     made the grant, whose time left must shrink.
 //   - SlowStore, RevokedLease, RevokedLeader: replies that come late, and a
 //     grant ended behind its holder's back.
 //   - PartitionedHolder, PartitionedHolderRenewed, PartitionedLeader,
@@ -78,15 +83,20 @@
 // the grant lived), or an order of magnitude (a hand-off within ttl/2, a
 // renewal per ttl/2, a takeover within ttl + transition + 1 s jitter +
 // ttl). A check whose window a slow machine missed is not judged, and the
-// case logs it; a slow CI machine may need a longer [Harness.TTL]. With
+// case logs it; a slow CI machine may need a longer [Harness.TTL]. So is a
+// lease lost to the slow replies of SlowStore and the Renewed partition
+// cases (a little more than the safety margin each) when its store limits
+// its grants and told it too little to wait for the next reply. With
 // Synctest an in-process store runs the whole suite in about a second.
 //
 // # What the suite guarantees
 //
 // The suite's own tests plant mistakes, one at a time, in front of
-// memstore (store mistakes) and in copies of the lease package's sources
-// (lease mistakes, compiled with go test -overlay), and check that each
-// case named below fails on each. A store that passes the suite is free of
+// memstore (store mistakes; the grant limit's in a store that emulates
+// ZooKeeper's sessions on memstore, which passes the suite without it)
+// and in copies of the lease package's sources (lease mistakes, compiled
+// with go test -overlay), and check that each case named below fails on
+// each. A store that passes the suite is free of
 // each listed mistake, as far as the named cases can see it:
 //
 //	The Store contract (lease/store.go); mistakes planted in front of memstore:
@@ -115,6 +125,8 @@
 //	    - no wake-up on release (no Watch): ReleaseWakesWaiter, CloseReleases
 //	  a store that claims a fair queue serves the longest waiter first
 //	    - the newest waiter is woken first: FairHandoff, ReleaseWakesWaiter
+//	  a store that limits its grants tells its holder no more than it surely keeps, at most its MaxGrant
+//	    - a session-bound store reports the grant asked, beyond its session: Transition, TakeoverAfterAbandon, PartitionedHolder, PartitionedHolderRenewed, PartitionedLeader, PartitionedLeaderRenewed
 //	  Get changes nothing
 //	    - Get extends the grant: Transition, TakeoverAfterAbandon
 //	  no two names, and no two contender ids, are confused

@@ -1,8 +1,11 @@
 package tck_test
 
 import (
+	"testing"
+
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/memstore"
+	"github.com/simba-go/simba/tck"
 )
 
 // What the suite guarantees: each clause of the Store contract
@@ -18,12 +21,14 @@ type clause struct {
 	mistakes []mutant
 }
 
-// mutant is one planted mistake: in front of memstore (store) or in the
-// lease package's sources (patches).
+// mutant is one planted mistake: in front of memstore (store), in a
+// harness of its own on memstore (open), or in the lease package's sources
+// (patches).
 type mutant struct {
 	name    string
 	killers []string // cases that must fail against it
 	store   func(*memstore.Store) lease.Store
+	open    func(t *testing.T) tck.Backend
 	patches []patch
 }
 
@@ -78,6 +83,10 @@ var storeClauses = []clause{
 	{"a store that claims a fair queue serves the longest waiter first", []mutant{
 		{name: "the newest waiter is woken first", store: plant(newestFirst),
 			killers: []string{"FairHandoff", "ReleaseWakesWaiter"}},
+	}},
+	{"a store that limits its grants tells its holder no more than it surely keeps, at most its MaxGrant", []mutant{
+		{name: "a session-bound store reports the grant asked, beyond its session", open: sessionBackend(sessionLimit, true),
+			killers: []string{"Transition", "TakeoverAfterAbandon", "PartitionedHolder", "PartitionedHolderRenewed", "PartitionedLeader", "PartitionedLeaderRenewed"}},
 	}},
 	{"Get changes nothing", []mutant{
 		{name: "Get extends the grant", store: plant(getExtends),

@@ -70,6 +70,9 @@ func newTap(s lease.Store) *tap {
 	return &tap{s: s, logging: true, cutOnce: make(chan struct{})}
 }
 
+// wrapped returns the client the tap wraps.
+func (t *tap) wrapped() lease.Store { return t.s }
+
 // Cut implements Partition: later calls hang, replies are withheld.
 func (t *tap) Cut() {
 	t.mu.Lock()
@@ -295,6 +298,21 @@ func (t *tap) newestSent(mutex string) time.Time {
 		}
 	}
 	return newest
+}
+
+// newestConfirmed returns the newest call (by its sending) that confirmed
+// the grant with token on mutex, an Acquire or Renew that returned it,
+// among those whose reply came before by.
+func (t *tap) newestConfirmed(mutex string, token uint64, by time.Time) (newest call, ok bool) {
+	for _, c := range t.calls(func(c call) bool {
+		return c.mutex == mutex && (c.op == opAcquire || c.op == opRenew) && c.err == nil &&
+			c.rec.Held(c.contender) && c.rec.Token == token && !c.returned.IsZero() && c.returned.Before(by)
+	}) {
+		if !ok || c.sent.After(newest.sent) {
+			newest, ok = c, true
+		}
+	}
+	return newest, ok
 }
 
 // grantSent returns when the first Acquire that returned the grant with

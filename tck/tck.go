@@ -27,7 +27,9 @@ type Harness struct {
 	// TTL and Transition are the lease timings every Manager of the suite
 	// uses (lease.WithTTL, lease.WithTransition). Zero means the default:
 	// 1 s and 500 ms. Real servers make the suite take several ttl per
-	// case; raise them for a slow store or machine.
+	// case; raise them for a slow store or machine. The cases check that a
+	// grant runs as asked while nothing fails: a store that ends grants at
+	// its MaxGrant ([lease.GrantLimiter]) needs TTL + Transition within it.
 	TTL, Transition time.Duration
 
 	// MultiContend is how long ten Managers contend in the multiContend

@@ -122,11 +122,15 @@ func runMutant(t *testing.T, name string) {
 	if i < 0 {
 		t.Fatalf("no mutant %q", name)
 	}
-	wrap := mutants()[i].store
+	m := mutants()[i]
+	open, wrap := m.open, m.store
 	if wrap == nil { // memstore without RenewMany: renewals through Renew
 		wrap = plant(func(*mutantStore) {})
 	}
-	tck.Run(t, tck.Harness{Open: memBackend(wrap), Synctest: true, Fair: true})
+	if open == nil {
+		open = memBackend(wrap)
+	}
+	tck.Run(t, tck.Harness{Open: open, Synctest: true, Fair: true})
 }
 
 // result matches the verdict of one case in a child's verbose output.

@@ -89,6 +89,9 @@ func (s *Store) grant(k nodeKey, n *node, g grant, start time.Time, st sessionSt
 		if !x.held || x.due.Before(end) {
 			x.due = end
 		}
+		if ttlEnd := start.Add(g.ttl); !x.held || x.ttlEnd.Before(ttlEnd) {
+			x.ttlEnd = ttlEnd
+		}
 		x.held, x.lowest = true, true
 	})
 	if !ok {

@@ -68,11 +68,16 @@
 //     of it (a holder that hangs while its process and session live on).
 //
 // Renew is thus a promise the Store keeps by itself, and sends no request
-// (see [Store.Renew]). The holder is told the smaller bound: a Record's
-// Transition is min(ttl + transition, what surely remains of the
-// session), so its deadline (see package lease)
-// passes before the watchdog or the server could free the mutex. After
-// the session expired the node is gone: Renew fails with
+// (see [Store.Renew]). The holder is told the smaller bound: the
+// Transition of its Acquire's or Renew's record is min(ttl + transition,
+// what surely remains of the session), and its TTL min(ttl, Transition),
+// so its deadline (see package lease) passes before the watchdog or the
+// server could free the mutex. While heartbeats are answered, what surely
+// remains of the session is between a third and two thirds of its
+// timeout, so records often report less than ttl + transition (always,
+// with [Store.LeaseOptions]): the Store contract lets a
+// [lease.GrantLimiter] do so, as long as it reports no more than
+// MaxGrant. After the session expired the node is gone: Renew fails with
 // [lease.ErrNotHeld] and the Manager acquires anew, with a new node and a
 // larger czxid. A node of an expired session is never reused.
 //
@@ -90,7 +95,9 @@
 //
 // Holders renew without writing, so nobody else can see how much is left
 // of a grant: the Record of a waiter, and Get, report the owner's whole
-// ttl and transition, the longest it keeps the mutex without a call.
+// ttl and transition, the longest it keeps the mutex without a call. Get
+// through the holder's own Store reports the time left of the grant, until
+// the watchdog would delete it, which shrinks as time passes.
 //
 // # Cost
 //

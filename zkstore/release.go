@@ -83,37 +83,3 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 	}
 	return nil
 }
-
-// Get implements [lease.Store]: it syncs the server it is connected to
-// with the leader, lists the queue and reads its first node, the owner.
-// Holders renew without writing, so others cannot see how much of a
-// grant is left: the record has the owner's whole ttl and transition, the
-// longest it keeps the mutex without a call of its Manager.
-func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
-	if err := lease.ValidateName(mutex); err != nil {
-		return lease.Record{}, err
-	}
-	dir := s.dirOf(mutex)
-	if err := s.sync(ctx, dir); err != nil {
-		return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
-	}
-	for range rounds {
-		q, err := s.list(ctx, dir)
-		if err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
-		}
-		low, ok := q.lowest()
-		if !ok {
-			return lease.Record{}, nil
-		}
-		g, st, err := s.read(ctx, q.path(low))
-		if gone(err) {
-			continue
-		}
-		if err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
-		}
-		return lease.Record{Owner: g.contender, Token: uint64(st.Czxid), TTL: g.ttl, Transition: g.ttl + g.transition}, nil
-	}
-	return lease.Record{}, fmt.Errorf("zkstore: get %q: the queue kept changing", mutex)
-}

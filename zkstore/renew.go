@@ -69,6 +69,9 @@ func (s *Store) renew(ctx context.Context, r lease.RenewRequest) (lease.Record, 
 			if x.due.Before(end) {
 				x.due = end
 			}
+			if ttlEnd := start.Add(r.TTL); x.ttlEnd.Before(ttlEnd) {
+				x.ttlEnd = ttlEnd
+			}
 		}) {
 			tr := min(r.TTL+r.Transition, left)
 			return lease.Record{Owner: r.Contender, Token: r.Token, TTL: min(r.TTL, tr), Transition: tr}, nil

@@ -52,6 +52,7 @@ type node struct {
 	lowest  bool      // it was seen first in line: it owns the mutex
 	dead    bool      // this Store is deleting it: it is no grant any more
 	due     time.Time // the watchdog deletes it unless a call comes first
+	ttlEnd  time.Time // of a held node: the end of the ttl last given
 	told    bool      // a subscription was told that its turn came
 
 	// Of a node first in line: a watch on the queue, set by the listing
