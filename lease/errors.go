@@ -40,7 +40,9 @@ var (
 	// grant is given back at once. Acquire and TryAcquire return it
 	// instead of retrying, since waiting cannot fix a store's limit; a
 	// Contender keeps retrying with back-off, logging each failure. Lower
-	// ttl and transition, or raise the store's limit.
+	// ttl and transition, or raise the store's limit. A store whose
+	// [GrantLimiter] limit leaves room after the margin cut the grant for
+	// a moment only: that Acquire retries after a back-off instead.
 	ErrGrantTooShort = errors.New("lease: grant shorter than the safety margin")
 
 	// ErrStoreSetup: the store refused a request for a reason that

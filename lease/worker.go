@@ -200,9 +200,17 @@ func (s *slot) deadOnArrival(ctx context.Context, events *<-chan Event, rec Reco
 
 // tooShort describes a grant that was dead on arrival, took after its
 // request: ErrGrantTooShort when the store cut it below what was asked,
-// else a late reply.
+// else a late reply. A store that reports a grant limit leaving room after
+// the safety margin ([GrantLimiter]) cut it for a moment only (what surely
+// remains of a ZooKeeper session dips under load): that is retried too.
 func (s *slot) tooShort(rec Record, took time.Duration) error {
 	cfg := &s.m.cfg
+	if gl, ok := s.m.store.(GrantLimiter); ok {
+		if limit := gl.MaxGrant(); limit > cfg.safety {
+			return fmt.Errorf("lease: acquire %q: the store granted %v, nothing after the safety margin %v, "+
+				"though its limit is %v; trying again", s.name, rec.Transition, cfg.safety, limit)
+		}
+	}
 	if asked := cfg.ttl + cfg.transition; rec.Transition+took < asked {
 		return fmt.Errorf("lease: acquire %q: the store granted %v of the %v asked (ttl %v + transition %v), "+
 			"nothing after the safety margin %v: %w",
