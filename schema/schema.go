@@ -123,7 +123,7 @@ func run(ctx context.Context, db *sql.DB, d Dialect, what string, op func(*migra
 	if err != nil {
 		return fmt.Errorf("schema: %s %s: %w", d, what, err)
 	}
-	conn, err := db.Conn(ctx)
+	conn, err := connect(ctx, db, d)
 	if err != nil {
 		_ = source.Close()
 		return fmt.Errorf("schema: %s %s: %w", d, what, err)
