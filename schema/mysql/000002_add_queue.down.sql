@@ -1,1 +1,1 @@
-ALTER TABLE simba_mutex DROP COLUMN queue;
+ALTER TABLE simba_mutex DROP COLUMN grant_key, DROP COLUMN queue;
