@@ -62,7 +62,7 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 				continue
 			}
 			rec := r.record()
-			s.hooks.granted(req.mutex, key, rec.Transition)
+			s.hooks.granted(req.mutex, key, rec.Transition, r.waited || r.queue.live(r.now))
 			out[i] = lease.RenewResult{Record: rec}
 		}
 	}

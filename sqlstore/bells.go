@@ -21,8 +21,9 @@ type grantHooks interface {
 	// waiting: an acquire lost and left key queued behind pred (a queue
 	// key; "" when the mutex has no owner).
 	waiting(mutex, key, pred string)
-	// granted: key holds mutex for at most remaining more.
-	granted(mutex, key string, remaining time.Duration)
+	// granted: key holds mutex for at most remaining more; waited is
+	// true when others are known to wait for it.
+	granted(mutex, key string, remaining time.Duration, waited bool)
 	// ended: key's grant of mutex ended, or key left its queue.
 	ended(mutex, key string)
 }
@@ -32,13 +33,15 @@ type noHooks struct{}
 
 func (noHooks) canWait(string, string) bool           { return true }
 func (noHooks) waiting(string, string, string)        {}
-func (noHooks) granted(string, string, time.Duration) {}
+func (noHooks) granted(string, string, time.Duration, bool) {}
 func (noHooks) ended(string, string)                  {}
 func (b *bells) canWait(mutex, key string) bool       { return b.admit(bellID{mutex, key}) }
 func (b *bells) waiting(mutex, key, pred string) {
 	b.instruct(bellID{mutex, key}, instr{op: opWait, pred: pred})
 }
-func (b *bells) granted(mutex, key string, rem time.Duration) { b.grant(bellID{mutex, key}, rem) }
+func (b *bells) granted(mutex, key string, rem time.Duration, waited bool) {
+	b.grant(bellID{mutex, key}, rem, waited)
+}
 func (b *bells) ended(mutex, key string)                      { b.end(bellID{mutex, key}) }
 
 // bellID names the bell of one contender (by key) for one mutex.
@@ -225,8 +228,11 @@ func (b *bells) take(r *ringer, d time.Duration) (in instr, ok bool) {
 }
 
 // grant records that id holds its mutex for at most remaining more: its
-// ringer (it waited) keeps its bell, or the holder loop takes it.
-func (b *bells) grant(id bellID, remaining time.Duration) {
+// ringer (it waited) keeps its bell; otherwise, once others are known to
+// wait (waited), the holder loop takes it. An uncontended grant does no
+// doorbell work: a waiter that comes later probes the row until the
+// holder learns of it (its next renewal) and takes its bell.
+func (b *bells) grant(id bellID, remaining time.Duration, waited bool) {
 	if b.hub.usable() != nil { // the pool has no connection to lend (hub.mu before b.mu)
 		return
 	}
@@ -241,8 +247,8 @@ func (b *bells) grant(id bellID, remaining time.Duration) {
 		return
 	}
 	g, ok := b.held[id]
-	if !ok {
-		g.since = now
+	if !ok && !waited {
+		return
 	}
 	g.until = now.Add(remaining)
 	b.held[id] = g
@@ -376,8 +382,8 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) *sql.Conn {
 
 // probeBackoff is the pause before the n-th (from 0) try of the row by a
 // waiter whose predecessor holds no bell (a holder that took the mutex
-// without waiting takes its bell only after holdDelay): 10 ms doubling to
-// 1 s.
+// without waiting takes its bell only once it learns of waiters): 10 ms
+// doubling to 1 s.
 func probeBackoff(n int) time.Duration {
 	return min(10*time.Millisecond<<min(n, 7), time.Second)
 }

@@ -8,11 +8,6 @@ import (
 	mydb "github.com/simba-go/simba/internal/db/mysql"
 )
 
-// holdDelay is how long a grant taken without waiting (no ringer) is held
-// before the holder loop takes its bell: a short uncontended hold does no
-// doorbell work at all, and a waiter that comes before probes the row.
-const holdDelay = 50 * time.Millisecond
-
 // holdRetry bounds the pause between attempts to take a bell that another
 // session keeps (a paused former waiter, until its session ends).
 const (
@@ -21,9 +16,9 @@ const (
 	holdCallMax  = 5 * time.Second // one doorbell statement at most
 )
 
-// heldGrant is a grant without a ringer: since when this Store holds it,
-// and until when at the latest.
-type heldGrant struct{ since, until time.Time }
+// heldGrant is a grant without a ringer that others wait for: until when
+// this Store holds it at the latest.
+type heldGrant struct{ until time.Time }
 
 // wakeHolder starts the holder loop or wakes it. Called with mu held.
 func (b *bells) wakeHolder() {
@@ -40,9 +35,9 @@ func (b *bells) wakeHolder() {
 }
 
 // hold is the holder loop: on one connection of its own it holds the bell
-// of every grant without a ringer that is older than holdDelay, letting it
-// go when the grant ends or lapses, and exits (handing the connection back
-// without any bell) once there is none.
+// of every grant without a ringer that others wait for, letting it go when
+// the grant ends or lapses, and exits (handing the connection back without
+// any bell) once there is none.
 func (b *bells) hold() {
 	defer b.wg.Done()
 	var conn *sql.Conn
@@ -58,11 +53,7 @@ func (b *bells) hold() {
 				delete(b.held, id)
 				continue
 			}
-			if due := g.since.Add(holdDelay); now.Before(due) {
-				next = minTime(next, due)
-			} else {
-				want[id] = true
-			}
+			want[id] = true
 			next = minTime(next, g.until)
 		}
 		heldN := len(b.held)

@@ -104,7 +104,11 @@ func (t *returning) ExecContext(ctx context.Context, _ string, args ...any) (sql
 }
 
 func (e myEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
-	n, err := e.q.Renew(ctx, e.db, mydb.RenewParams{Mutex: []byte(mutex), OwnerID: []byte(owner), Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
+	res, err := e.q.Renew(ctx, e.db, mydb.RenewParams{Mutex: []byte(mutex), OwnerID: []byte(owner), Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
+	if err != nil {
+		return row{}, false, err
+	}
+	n, err := res.RowsAffected()
 	if err != nil {
 		return row{}, false, err
 	}
@@ -114,7 +118,8 @@ func (e myEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, 
 	}
 	// Renewed: at the server's now of the UPDATE the grant had exactly ttl,
 	// then transition, left.
-	return row{found: true, owner: owner, token: token, ttlAt: ttlMs, transitionAt: ttlMs + transitionMs, now: 0}, true, nil
+	waiters, _ := res.LastInsertId()
+	return row{found: true, owner: owner, token: token, ttlAt: ttlMs, transitionAt: ttlMs + transitionMs, now: 0, waited: waiters == 2}, true, nil
 }
 
 // renewMany renews with one UPDATE per group of equal durations (one, from

@@ -77,6 +77,7 @@ type row struct {
 	transitionAt int64
 	now          int64
 	queue        queued
+	waited       bool // a renewal saw live entries in the queue (MySQL)
 }
 
 // record turns a row into remaining durations. A grant whose transition
@@ -135,7 +136,7 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 	switch {
 	case rec.Held(contender):
 		s.waits.remove(mutex, contender)
-		s.hooks.granted(mutex, a.key, rec.Transition)
+		s.hooks.granted(mutex, a.key, rec.Transition, r.queue.live(r.now))
 	case a.waitMs > 0:
 		if pred, ok := r.queue.pred(a.key, r.owner); ok {
 			s.hooks.waiting(mutex, a.key, pred)
@@ -176,7 +177,7 @@ func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64
 		return r.record(), s.errorf("renew", mutex, lease.ErrNotHeld)
 	}
 	rec := r.record()
-	s.hooks.granted(mutex, key, rec.Transition)
+	s.hooks.granted(mutex, key, rec.Transition, r.waited)
 	return rec, nil
 }
 

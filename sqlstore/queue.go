@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"crypto/sha256"
+	"strconv"
 	"sync"
 )
 
@@ -49,6 +50,17 @@ func (q queued) index(key string) int {
 		}
 	}
 	return -1
+}
+
+// live reports whether an entry expires after now (epoch ms).
+func (q queued) live(now int64) bool {
+	for i := range q.len() {
+		e := q[i*entryLen+keyLen : (i+1)*entryLen]
+		if exp, err := strconv.ParseInt(string(e), 10, 64); err == nil && exp > now {
+			return true
+		}
+	}
+	return false
 }
 
 // head returns the key of the first entry, or "".

@@ -350,11 +350,13 @@ func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (sql.
 	)
 }
 
-const Renew = `-- name: Renew :execrows
+const Renew = `-- name: Renew :execresult
 UPDATE simba_mutex SET
-    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED),
-    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED),
     version       = version + 1
+                    + 0 * LAST_INSERT_ID(1 + (SUBSTRING(queue, 17, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0')
+                                              OR SUBSTRING(queue, GREATEST(LENGTH(queue) - 12, 1), 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'))),
+    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED),
+    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED)
 WHERE mutex = ? AND owner_id = ? AND token = ?
   AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
 `
@@ -370,8 +372,10 @@ type RenewParams struct {
 // Extends the live grant of owner_id with token from now; 0 rows when that
 // grant is not the current one or its transition has ended. version
 // always changes, so the count is the same with or without clientFoundRows.
-func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (int64, error) {
-	result, err := db.ExecContext(ctx, Renew,
+// The reply's insert id is 2 when the queue's first or last entry is live
+// (others wait: the holder takes its doorbell), else 1.
+func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (sql.Result, error) {
+	return db.ExecContext(ctx, Renew,
 		arg.TtlMs,
 		arg.TtlMs,
 		arg.TransitionMs,
@@ -379,10 +383,6 @@ func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (int64, e
 		arg.OwnerID,
 		arg.Token,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
 }
 
 const RenewBatch = `-- name: RenewBatch :exec
