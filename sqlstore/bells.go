@@ -31,18 +31,18 @@ type grantHooks interface {
 // noHooks is the grantHooks of a dialect that needs none.
 type noHooks struct{}
 
-func (noHooks) canWait(string, string) bool           { return true }
-func (noHooks) waiting(string, string, string)        {}
+func (noHooks) canWait(string, string) bool                 { return true }
+func (noHooks) waiting(string, string, string)              {}
 func (noHooks) granted(string, string, time.Duration, bool) {}
-func (noHooks) ended(string, string)                  {}
-func (b *bells) canWait(mutex, key string) bool       { return b.admit(bellID{mutex, key}) }
+func (noHooks) ended(string, string)                        {}
+func (b *bells) canWait(mutex, key string) bool             { return b.admit(bellID{mutex, key}) }
 func (b *bells) waiting(mutex, key, pred string) {
 	b.instruct(bellID{mutex, key}, instr{op: opWait, pred: pred})
 }
 func (b *bells) granted(mutex, key string, rem time.Duration, waited bool) {
 	b.grant(bellID{mutex, key}, rem, waited)
 }
-func (b *bells) ended(mutex, key string)                      { b.end(bellID{mutex, key}) }
+func (b *bells) ended(mutex, key string) { b.end(bellID{mutex, key}) }
 
 // bellID names the bell of one contender (by key) for one mutex.
 type bellID struct{ mutex, key string }
