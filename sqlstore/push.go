@@ -69,6 +69,9 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 // PostgreSQL, 30 s later: the LISTEN session lingers for the next waiter).
 func (s *Store) Close() error {
 	s.pruner.close()
+	if s.stmts != nil {
+		s.stmts.close() // prepared again if the Store is used after Close
+	}
 	if s.hub == nil {
 		return nil
 	}

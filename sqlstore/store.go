@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	mydb "github.com/simba-go/simba/internal/db/mysql"
+	litedb "github.com/simba-go/simba/internal/db/sqlite"
 	"github.com/simba-go/simba/lease"
 )
 
@@ -36,6 +38,7 @@ type Store struct {
 	hooks   grantHooks // what the push path learns from our calls
 	waits   waitSet    // contenders that may be queued
 	pruner  *pruner
+	stmts   *prepared // MySQL, SQLite: the statements prepared once per connection
 }
 
 // NewPostgres returns a Store on the PostgreSQL database db, opened with any
@@ -66,7 +69,9 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newStore(c, myEngine{db: rewrite(db, c.table), flavor: new(atomic.Int32)}, "mysql")
+	stmts := newPrepared(db, c.table, myAcquireReturning, mydb.Acquire, mydb.Release, mydb.Renew, mydb.Get)
+	s := newStore(c, myEngine{db: rewrite(stmts, c.table), flavor: new(atomic.Int32)}, "mysql")
+	s.stmts = stmts
 	if c.push {
 		s.hub = &hub{pool: db}
 		b := newBells(db, c.table, c.doorbells, s.hub, c.logger)
@@ -96,7 +101,9 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newStore(c, liteEngine{db: rewrite(db, c.table)}, "sqlite")
+	stmts := newPrepared(db, c.table, litedb.Acquire, litedb.Release, litedb.Renew, litedb.Get)
+	s := newStore(c, liteEngine{db: rewrite(stmts, c.table)}, "sqlite")
+	s.stmts = stmts
 	if c.push {
 		s.hub = &hub{pool: db}
 		s.hub.backend = &poller{db: db, table: c.table, hub: s.hub, log: c.logger}
