@@ -28,6 +28,13 @@ type grantHooks interface {
 	ended(mutex, key string)
 }
 
+// lender is what a push path with doorbells adds to grantHooks: the
+// connection that holds a holder's doorbell, lent to its Release.
+type lender interface {
+	lend(mutex, key string) *sql.Conn
+	giveBack(mutex, key string, letGo bool)
+}
+
 // noHooks is the grantHooks of a dialect that needs none.
 type noHooks struct{}
 
@@ -104,6 +111,9 @@ type ringer struct {
 	wake   chan struct{}      // buffered: next was set
 	cur    instr              // what the goroutine does now
 	cancel context.CancelFunc // aborts its statement in flight, if any
+	idle   *sql.Conn          // its connection while it holds our bell and waits (lendable)
+	lent   bool               // idle is lent to a Release: the goroutine waits
+	gone   bool               // the Release let the session's bells go
 }
 
 func newBells(db *sql.DB, table string, max int, h *hub, log *slog.Logger) *bells {
@@ -207,23 +217,56 @@ func (b *bells) take(r *ringer, d time.Duration) (in instr, ok bool) {
 		defer timer.Stop()
 		t = timer.C
 	}
-	for {
+	for timedOut := false; ; {
 		b.mu.Lock()
-		if r.next != nil {
+		if !r.lent && r.next != nil {
 			in, r.next = *r.next, nil
 			r.cur, r.cancel = in, nil
 			b.mu.Unlock()
 			return in, true
 		}
+		lent := r.lent
 		b.mu.Unlock()
-		if d == 0 {
+		if !lent && (d == 0 || timedOut) {
 			return instr{}, false
 		}
 		select {
 		case <-r.wake:
 		case <-t:
-			return instr{}, false
+			timedOut, t = true, nil
 		}
+	}
+}
+
+// lend hands a Release of id the connection of id's ringer when it holds
+// id's bell and waits, so that the release statement lets the bell go
+// itself (ReleaseBells); nil when there is none. The ringer waits until
+// giveBack.
+func (b *bells) lend(mutex, key string) *sql.Conn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.ringers[bellID{mutex, key}]
+	if r == nil || r.idle == nil || r.lent || r.next != nil {
+		return nil
+	}
+	r.lent = true
+	return r.idle
+}
+
+// giveBack returns the connection lend handed out; letGo tells whether the
+// release statement let the session's bells go.
+func (b *bells) giveBack(mutex, key string, letGo bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.ringers[bellID{mutex, key}]
+	if r == nil || !r.lent {
+		return
+	}
+	r.lent = false
+	r.gone = r.gone || letGo
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -275,8 +318,9 @@ func (b *bells) ring(r *ringer) {
 	defer b.wg.Done()
 	var conn *sql.Conn
 	for {
-		conn = b.serve(r, conn)
-		if conn != nil && !b.letGo(conn) {
+		var holds bool
+		conn, holds = b.serve(r, conn)
+		if conn != nil && holds && !b.letGo(conn) {
 			conn = nil
 		}
 		// An instruction that came while the ringer was ending starts it
@@ -296,34 +340,48 @@ func (b *bells) ring(r *ringer) {
 
 // serve follows r's instructions on conn (a new one when nil) until told
 // to stop, or until nobody follows up on a ring, and returns the
-// connection to let go of, if any.
-func (b *bells) serve(r *ringer, conn *sql.Conn) *sql.Conn {
-	mine := false // conn's session holds our bell
+// connection, if any, and whether its session may hold bells.
+func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
+	mine := false  // conn's session holds our bell
+	dirty := false // conn's session may hold bells
 	in, ok := b.take(r, rangWait)
 	for fails, probes := 0, 0; ok; {
 		if in.op == opStop {
-			return conn
+			return conn, dirty
 		}
 		if conn == nil {
 			if conn = b.connect(); conn == nil {
-				return nil
+				return nil, false
 			}
 			mine = false
 		}
 		if in.op == opHold {
 			if !mine { // came to hold without waiting first
+				dirty = true
 				taken, err := b.q.TakeBell(context.Background(), conn,
 					mydb.TakeBellParams{Scope: b.scope, Mutex: []byte(r.id.mutex), Self: r.id.key})
 				if err != nil {
 					discard(conn)
 					conn = nil
-					return conn
+					return conn, dirty
 				}
 				mine = taken == 1
 			}
 			// Keep the bell until the grant ends, is renewed, or lapses.
-			if in, ok = b.take(r, max(time.Until(in.until), 0)+time.Millisecond); !ok {
-				return conn // lapsed without a word: nobody holds it any more
+			if mine {
+				b.mu.Lock()
+				r.idle = conn
+				b.mu.Unlock()
+			}
+			in, ok = b.take(r, max(time.Until(in.until), 0)+time.Millisecond)
+			b.mu.Lock()
+			r.idle = nil
+			if r.gone { // a Release let the bells go on our connection
+				r.gone, mine, dirty = false, false, false
+			}
+			b.mu.Unlock()
+			if !ok {
+				return conn, dirty // lapsed without a word: nobody holds it any more
 			}
 			continue
 		}
@@ -336,6 +394,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) *sql.Conn {
 		var res mydb.WaitBellRow
 		var err error
 		if !stale {
+			dirty = true
 			res, err = b.q.WaitBell(ctx, conn, mydb.WaitBellParams{Scope: b.scope, Mutex: []byte(r.id.mutex),
 				Self: r.id.key, Pred: in.pred, TimeoutS: int64(bellWait / time.Second)})
 		}
@@ -356,7 +415,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) *sql.Conn {
 		case err != nil:
 			b.log.Warn("sqlstore: doorbell connection failed; reconnecting", "mutex", r.id.mutex, "error", err)
 			if !sleepCtx(context.Background(), backoff(fails)) {
-				return conn
+				return conn, dirty
 			}
 			fails++
 		case res.Rang == 0: // timed out: wait again
@@ -377,7 +436,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) *sql.Conn {
 		b.hub.wakeKey(r.id.mutex, r.id.key)
 		in, ok = b.take(r, rangWait) // nobody follows up: give the bells up
 	}
-	return conn
+	return conn, dirty
 }
 
 // probeBackoff is the pause before the n-th (from 0) try of the row by a

@@ -38,6 +38,7 @@ const (
 // id, never by RowsAffected of an upsert.
 type myEngine struct {
 	db     dbtx
+	table  string
 	q      mydb.Queries
 	flavor *atomic.Int32 // flavorUnknown until the first acquire
 }
@@ -159,8 +160,15 @@ func (e myEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed, e
 const myReleased = 1
 
 func (e myEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
-	res, err := e.q.Release(ctx, e.db, mydb.ReleaseParams{Mutex: []byte(a.mutex), OwnerID: []byte(a.owner), Token: a.token,
-		Wkey: a.key, WindowMs: a.windowMs})
+	var res sql.Result
+	var err error
+	if a.on != nil {
+		res, err = e.q.ReleaseBells(ctx, rewrite(a.on, e.table), mydb.ReleaseBellsParams{Mutex: []byte(a.mutex),
+			OwnerID: []byte(a.owner), Token: a.token, Wkey: a.key, WindowMs: a.windowMs})
+	} else {
+		res, err = e.q.Release(ctx, e.db, mydb.ReleaseParams{Mutex: []byte(a.mutex), OwnerID: []byte(a.owner), Token: a.token,
+			Wkey: a.key, WindowMs: a.windowMs})
+	}
 	if err != nil {
 		return false, err
 	}

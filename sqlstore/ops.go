@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -44,9 +45,10 @@ type acquireArgs struct {
 // releaseArgs are the input of a release statement.
 type releaseArgs struct {
 	mutex, owner, key string
-	token             int64 // 0: only withdraw from the queue
-	windowMs          int64 // the hand-off window
-	notify            bool  // PostgreSQL: NOTIFY the next waiter
+	token             int64     // 0: only withdraw from the queue
+	windowMs          int64     // the hand-off window
+	notify            bool      // PostgreSQL: NOTIFY the next waiter
+	on                *sql.Conn // MySQL: the connection that holds owner's doorbell, to let it go too
 }
 
 // renewArgs are the input of one renewal of a batch.
@@ -200,9 +202,17 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 	}
 	a := releaseArgs{mutex: mutex, owner: contender, key: contenderKey(contender), token: int64(token),
 		windowMs: ceilMs(s.handoff), notify: s.hub != nil}
+	lend, _ := s.hooks.(lender)
+	if lend != nil {
+		a.on = lend.lend(mutex, a.key)
+	}
 	var released bool
 	err := s.retry(ctx, func() (err error) {
 		released, err = s.eng.release(ctx, a)
+		if a.on != nil { // once: a failed connection is the doorbell's to replace
+			lend.giveBack(mutex, a.key, err == nil && released)
+			a.on = nil
+		}
 		return err
 	})
 	if err != nil {

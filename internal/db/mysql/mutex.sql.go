@@ -350,6 +350,53 @@ func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (sql.
 	)
 }
 
+const ReleaseBells = `-- name: ReleaseBells :execresult
+UPDATE simba_mutex SET
+    version       = version + 1
+                    + 0 * LAST_INSERT_ID(IF(owner_id = ? AND token = ? AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 1,
+                                            IF(owner_id = '' AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AND SUBSTRING(queue, 1, 16) = CAST(? AS BINARY), 3, 2)))
+                    + 0 * COALESCE(RELEASE_ALL_LOCKS(), 0),
+    queue         = REPLACE(queue, CONCAT(CAST(? AS BINARY), SUBSTRING(queue, LOCATE(CAST(? AS BINARY), queue) + 16, 13)), ''),
+    queue         = SUBSTRING(queue, 1 + 29 * IF(SUBSTRING(queue, 17, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 0,
+                                             IF(SUBSTRING(queue, 46, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 1,
+                                             IF(SUBSTRING(queue, 75, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 2, 3)))),
+    transition_at = IF(LAST_INSERT_ID() IN (1, 3),
+                       IF(queue <> '', (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED), (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)),
+                       transition_at),
+    ttl_at        = IF(LAST_INSERT_ID() = 1, (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), ttl_at),
+    owner_id      = IF(LAST_INSERT_ID() = 1, '', owner_id)
+WHERE mutex = ?
+  AND (owner_id = ? AND token = ? AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) OR LOCATE(CAST(? AS BINARY), queue) > 0)
+`
+
+type ReleaseBellsParams struct {
+	OwnerID  []byte
+	Token    int64
+	Wkey     interface{}
+	WindowMs int64
+	Mutex    []byte
+}
+
+// Release, run on the connection that holds owner_id's doorbell (its
+// waiter's, kept while it holds the mutex): it also lets every named lock
+// of the session go when it changes the row, which wakes the next waiter
+// without a statement of its own. The lock goes before the commit; the
+// waiter's acquire then waits for the row lock, and sees the release.
+func (q *Queries) ReleaseBells(ctx context.Context, db DBTX, arg ReleaseBellsParams) (sql.Result, error) {
+	return db.ExecContext(ctx, ReleaseBells,
+		arg.OwnerID,
+		arg.Token,
+		arg.Wkey,
+		arg.Wkey,
+		arg.Wkey,
+		arg.WindowMs,
+		arg.Mutex,
+		arg.OwnerID,
+		arg.Token,
+		arg.Wkey,
+	)
+}
+
 const Renew = `-- name: Renew :execresult
 UPDATE simba_mutex SET
     version       = version + 1
