@@ -48,6 +48,7 @@ type listener struct {
 }
 
 func (l *listener) start() {
+	l.hub.deaf = true // under the hub's mu; hearing(true) once LISTEN is up
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	l.wg.Add(1)
@@ -104,6 +105,8 @@ func (l *listener) session(ctx context.Context) error {
 			return badConn(ctx, c, err)
 		}
 		// Releases before this moment were not heard: everyone looks again.
+		l.hub.hearing(true)
+		defer l.hub.hearing(false)
 		l.hub.recheck()
 		for {
 			n, err := c.WaitForNotification(ctx)

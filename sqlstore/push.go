@@ -118,6 +118,7 @@ type hub struct {
 	idle     *time.Timer            // stops the backend after linger; nil when none pending
 	gen      int                    // invalidates an idle timer that fired too late
 	dead     error                  // why push cannot work any more (ErrNoPush or ErrClosed)
+	deaf     bool                   // the backend cannot hear releases yet (LISTEN not yet up)
 	deferred map[string]*time.Timer // mutex → the pending wake of its second waiter
 }
 
@@ -305,11 +306,21 @@ func (h *hub) recheck() {
 	}
 }
 
-// subscribed reports whether mutex has a subscriber with key.
+// subscribed reports whether mutex has a subscriber with key and the
+// backend hears releases: only then may key join the queue (a waiter that
+// cannot be woken would hold every hand-off back for a window).
 func (h *hub) subscribed(mutex, key string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return hasKey(h.subs[mutex], key)
+	return !h.deaf && hasKey(h.subs[mutex], key)
+}
+
+// hearing tells the hub whether its backend hears releases now (a backend
+// that starts deaf calls it from its own goroutine).
+func (h *hub) hearing(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.deaf = !on
 }
 
 // giveUp marks push as impossible for this database (why is nil) or

@@ -37,6 +37,7 @@ type poller struct {
 }
 
 func (p *poller) start() {
+	p.hub.deaf = true // under the hub's mu; hearing(true) once a session runs
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.wg.Add(1)
@@ -85,6 +86,8 @@ func (p *poller) session(ctx context.Context) error {
 	seen := map[string]seenRow{}
 	last := int64(-1)
 	fast := false
+	p.hub.hearing(true)
+	defer p.hub.hearing(false)
 	p.hub.recheck() // commits before this session were not seen
 	t := time.NewTimer(0)
 	defer t.Stop()
