@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // errNotPgx is returned by a listener session whose connection is not
@@ -48,7 +46,6 @@ type listener struct {
 }
 
 func (l *listener) start() {
-	l.hub.deaf = true // under the hub's mu; hearing(true) once LISTEN is up
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	l.wg.Add(1)
@@ -96,12 +93,11 @@ func (l *listener) session(ctx context.Context) error {
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		pc, ok := dc.(interface{ Conn() *pgx.Conn })
+		c, ok := asPgx(dc)
 		if !ok {
 			return errNotPgx
 		}
-		c := pc.Conn()
-		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		if err := c.exec(ctx, "LISTEN "+pgQuote(l.channel)); err != nil {
 			return badConn(ctx, c, err)
 		}
 		// Releases before this moment were not heard: everyone looks again.
@@ -109,11 +105,11 @@ func (l *listener) session(ctx context.Context) error {
 		defer l.hub.hearing(false)
 		l.hub.recheck()
 		for {
-			n, err := c.WaitForNotification(ctx)
+			payload, err := c.waitForNotification(ctx)
 			if err != nil {
 				return badConn(ctx, c, err)
 			}
-			l.deliver(n.Payload)
+			l.deliver(payload)
 		}
 	})
 }
@@ -172,14 +168,17 @@ func isKey(s string) bool {
 // session was stopped (ctx ended) and UNLISTEN works, the connection goes
 // back to the pool clean; otherwise driver.ErrBadConn makes database/sql
 // discard it.
-func badConn(ctx context.Context, c *pgx.Conn, err error) error {
-	if ctx.Err() == nil || c.IsClosed() {
+func badConn(ctx context.Context, c pgxConn, err error) error {
+	if ctx.Err() == nil || c.isClosed() {
 		return errors.Join(err, driver.ErrBadConn)
 	}
 	uctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, uerr := c.Exec(uctx, "UNLISTEN *"); uerr != nil {
+	if uerr := c.exec(uctx, "UNLISTEN *"); uerr != nil {
 		return errors.Join(err, driver.ErrBadConn)
 	}
 	return ctx.Err()
 }
+
+// pgQuote quotes a PostgreSQL identifier.
+func pgQuote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }

@@ -58,13 +58,7 @@ func TestNotifyOnlyWhenWaiting(t *testing.T) {
 	// queueWaiter queues contender "w" behind the holder of mutex.
 	queueWaiter := func(mutex string) {
 		t.Helper()
-		w := postgres.newStore(t, dsn)
-		if _, err := w.Watch(ctx, mutex, "w"); err != nil {
-			t.Fatal(err)
-		}
-		if r, err := w.Acquire(ctx, mutex, "w", ttl, tr); err != nil || r.Owner == "w" {
-			t.Fatalf("Acquire(w) = %+v, %v", r, err)
-		}
+		enqueue(t, postgres.newStore(t, dsn), postgres.open(t, dsn), mutex, "w", 1)
 	}
 	for _, c := range []struct {
 		store *sqlstore.Store

@@ -118,7 +118,7 @@ type hub struct {
 	idle     *time.Timer            // stops the backend after linger; nil when none pending
 	gen      int                    // invalidates an idle timer that fired too late
 	dead     error                  // why push cannot work any more (ErrNoPush or ErrClosed)
-	deaf     bool                   // the backend cannot hear releases yet (LISTEN not yet up)
+	hearers  int                    // backend sessions that hear releases (LISTEN up); MySQL: always 1
 	deferred map[string]*time.Timer // mutex → the pending wake of its second waiter
 }
 
@@ -312,15 +312,20 @@ func (h *hub) recheck() {
 func (h *hub) subscribed(mutex, key string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.deaf && hasKey(h.subs[mutex], key)
+	return h.hearers > 0 && hasKey(h.subs[mutex], key)
 }
 
-// hearing tells the hub whether its backend hears releases now (a backend
-// that starts deaf calls it from its own goroutine).
+// hearing tells the hub that a session of its backend began (on) or
+// stopped hearing releases. Sessions may overlap: one that was stopped
+// ends while the next one runs.
 func (h *hub) hearing(on bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.deaf = !on
+	if on {
+		h.hearers++
+	} else {
+		h.hearers--
+	}
 }
 
 // giveUp marks push as impossible for this database (why is nil) or

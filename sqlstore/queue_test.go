@@ -46,6 +46,28 @@ func awaitQueue(t *testing.T, db *sql.DB, mutex string, n int) {
 	}
 }
 
+// enqueue makes contender, through store, a waiter of mutex that is held
+// by another: it watches the mutex and tries until it is in the queue (a
+// Store queues a waiter only once it can hear releases).
+func enqueue(t *testing.T, store *sqlstore.Store, db *sql.DB, mutex, contender string, n int) {
+	t.Helper()
+	if _, err := store.Watch(t.Context(), mutex, contender); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(i5Bound); ; {
+		if r, err := store.Acquire(t.Context(), mutex, contender, 10*time.Second, 6*time.Second); err != nil || r.Owner == contender {
+			t.Fatalf("Acquire(%s) = %+v, %v; want a loss", contender, r, err)
+		}
+		if queueLen(t, db, mutex) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never joined the queue of %q", contender, mutex)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestReleaseHoldsBackForFirstWaiter (issue 18): a release that leaves a
 // waiter queued reserves the mutex for it for the hand-off window: the
 // releaser itself (or anyone else) trying at once gets an empty Owner and
@@ -162,15 +184,7 @@ func TestDeadHeadDoesNotStall(t *testing.T) {
 		// The dead waiter: queued through a Watch, then its Store goes
 		// away without withdrawing, as a killed process would.
 		dead := d.newStore(t, dsn)
-		wctx, stop := context.WithCancel(ctx)
-		if _, err := dead.Watch(wctx, mx, "dead"); err != nil {
-			t.Fatal(err)
-		}
-		if r, err := dead.Acquire(ctx, mx, "dead", 10*time.Second, 6*time.Second); err != nil || r.Owner != "a" {
-			t.Fatalf("Acquire(dead) = %+v, %v", r, err)
-		}
-		awaitQueue(t, db, mx, 1)
-		stop()
+		enqueue(t, dead, db, mx, "dead", 1)
 		dead.Close()
 		got := make(chan time.Time, 1)
 		go func() {

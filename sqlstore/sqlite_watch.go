@@ -37,7 +37,6 @@ type poller struct {
 }
 
 func (p *poller) start() {
-	p.hub.deaf = true // under the hub's mu; hearing(true) once a session runs
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.wg.Add(1)

@@ -73,7 +73,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 	s := newStore(c, myEngine{db: rewrite(stmts, c.table), table: c.table, flavor: new(atomic.Int32)}, "mysql")
 	s.stmts = stmts
 	if c.push {
-		s.hub = &hub{pool: db}
+		s.hub = &hub{pool: db, hearers: 1} // doorbells hear once armed (bells.canWait)
 		b := newBells(db, c.table, c.doorbells, s.hub, c.logger)
 		s.hub.backend, s.hooks = b, b
 	}
