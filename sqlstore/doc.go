@@ -46,7 +46,7 @@
 // in the row, so tokens of a mutex only grow, across server restarts. The
 // row of a mutex nobody has held for a while is deleted ([Store.Prune],
 // in the background after [WithRetention], a day by default); the highest
-// token of the rows deleted is kept in the row whose mutex is '' (the
+// token of the rows deleted is kept in the row whose mutex is the empty string (the
 // token floor), and a new row starts above it, so a name that comes back
 // still gets a token above every token it had.
 //
