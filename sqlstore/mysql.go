@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	mydb "github.com/simba-go/simba/internal/db/mysql"
@@ -38,12 +39,14 @@ const (
 // id, never by RowsAffected of an upsert.
 type myEngine struct {
 	db     dbtx
+	floor  *sync.Once // creates the token floor row before the first acquire
 	table  string
 	q      mydb.Queries
 	flavor *atomic.Int32 // flavorUnknown until the first acquire
 }
 
 func (e myEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
+	e.floor.Do(func() { _ = e.q.EnsureFloor(ctx, e.db) }) // best effort: only a gap lock is at stake
 	p := mydb.AcquireParams{Mutex: []byte(a.mutex), OwnerID: []byte(a.owner), Wkey: a.key,
 		TtlMs: a.ttlMs, TransitionMs: a.transitionMs}
 	if a.waitMs > 0 { // the statement derives the expiry from ttl and transition

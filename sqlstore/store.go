@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,7 +71,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	stmts := newPrepared(db, c.table, myAcquireReturning, mydb.Acquire, mydb.Release, mydb.Renew, mydb.Get)
-	s := newStore(c, myEngine{db: rewrite(stmts, c.table), table: c.table, flavor: new(atomic.Int32)}, "mysql")
+	s := newStore(c, myEngine{db: rewrite(stmts, c.table), table: c.table, floor: new(sync.Once), flavor: new(atomic.Int32)}, "mysql")
 	s.stmts = stmts
 	if c.push {
 		s.hub = &hub{pool: db, hearers: 1} // doorbells hear once armed (bells.canWait)

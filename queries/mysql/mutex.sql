@@ -26,9 +26,11 @@
 
 -- name: Acquire :execresult
 -- Grants the mutex when it is free or its transition has ended (a new
--- token: one more than the row's, or, for a new row, than the token floor
--- and the row as the statement may still see it, so that a prune in
--- between cannot lower it), unless it is reserved for another live waiter;
+-- token: one more than the row's, or, for a new row, than the token floor,
+-- read with a shared lock so that a prune, which raises the floor before it
+-- deletes a row, either came before this statement or waits for it; only
+-- the floor row is read, so a new name takes no gap lock), unless it is
+-- reserved for another live waiter;
 -- extends it when owner_id already holds a live grant (token kept);
 -- otherwise changes nothing, or, when enqueue is 1, queues wkey (a new
 -- entry at the tail, expiring 2 × (ttl + transition) from now, or its
@@ -53,7 +55,7 @@ VALUES (
     (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(sqlc.arg(ttl_ms) AS SIGNED),
     (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(sqlc.arg(ttl_ms) AS SIGNED) + CAST(sqlc.arg(transition_ms) AS SIGNED),
     LAST_INSERT_ID((SELECT COALESCE(MAX(f.token), 0) + 1
-                    FROM (SELECT g.token FROM simba_mutex AS g WHERE g.mutex IN ('', sqlc.arg(mutex))) AS f)),
+                    FROM (SELECT g.token FROM simba_mutex AS g WHERE g.mutex = '' LOCK IN SHARE MODE) AS f)),
     1,
     CONCAT(CAST(sqlc.arg(wkey) AS BINARY), LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(sqlc.arg(enqueue) AS SIGNED), 13, '0')))
 ON DUPLICATE KEY UPDATE
@@ -203,3 +205,9 @@ DELETE FROM simba_mutex
 WHERE mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(sqlc.arg(retention_ms) AS SIGNED)
   AND token <= CAST(sqlc.arg(floor) AS SIGNED)
 LIMIT ?;
+
+-- name: EnsureFloor :exec
+-- Creates the token floor row (mutex '', token 0) if it is missing: a new
+-- name's acquire then reads, and share-locks, one existing row, which
+-- takes no gap lock. A Store runs it once, before its first acquire.
+INSERT IGNORE INTO simba_mutex (mutex) VALUES ('');
