@@ -207,14 +207,24 @@ func (e myEngine) list(ctx context.Context) ([]listed, error) {
 	return out, nil
 }
 
-func (e myEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, error) {
-	res, err := e.q.RaiseFloor(ctx, e.db, retentionMs)
+func (e myEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, bool, error) {
+	rs, err := e.q.Prunable(ctx, e.db, mydb.PrunableParams{RetentionMs: retentionMs, Limit: int32(min(maxRows, 1<<30))})
+	if err != nil || len(rs) == 0 {
+		return 0, false, err
+	}
+	var top int64
+	names := make([][]byte, len(rs))
+	for i, r := range rs {
+		names[i], top = r.Mutex, max(top, r.Token)
+	}
+	res, err := e.q.RaiseFloor(ctx, e.db, top)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	floor, err := res.LastInsertId()
-	if err != nil || floor <= 0 {
-		return 0, err // no row free for so long
+	if err != nil {
+		return 0, false, err
 	}
-	return e.q.Prune(ctx, e.db, mydb.PruneParams{RetentionMs: retentionMs, Floor: floor, Limit: int32(min(maxRows, 1<<30))})
+	n, err := e.q.Prune(ctx, e.db, mydb.PruneParams{Mutexes: names, RetentionMs: retentionMs, Floor: floor})
+	return n, int64(len(rs)) == maxRows, err
 }

@@ -31,8 +31,9 @@ type engine interface {
 	// list reads every row with a live grant, by mutex.
 	list(ctx context.Context) ([]listed, error)
 	// prune deletes at most maxRows rows free for retentionMs or longer,
-	// raising the token floor above their tokens first.
-	prune(ctx context.Context, retentionMs, maxRows int64) (int64, error)
+	// raising the token floor above their tokens first; full is true when
+	// more may be left.
+	prune(ctx context.Context, retentionMs, maxRows int64) (deleted int64, full bool, err error)
 }
 
 // acquireArgs are the input of an acquire statement.

@@ -115,6 +115,7 @@ func (e pgEngine) list(ctx context.Context) ([]listed, error) {
 	return out, nil
 }
 
-func (e pgEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, error) {
-	return e.q.Prune(ctx, e.db, pgdb.PruneParams{RetentionMs: retentionMs, MaxRows: maxRows})
+func (e pgEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, bool, error) {
+	n, err := e.q.Prune(ctx, e.db, pgdb.PruneParams{RetentionMs: retentionMs, MaxRows: maxRows})
+	return n, n == maxRows, err
 }

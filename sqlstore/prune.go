@@ -54,15 +54,16 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int64, erro
 	var total int64
 	for {
 		var n int64
+		var full bool
 		err := s.retry(ctx, func() (err error) {
-			n, err = s.eng.prune(ctx, ceilMs(olderThan), pruneBatch)
+			n, full, err = s.eng.prune(ctx, ceilMs(olderThan), pruneBatch)
 			return err
 		})
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("sqlstore: %s prune: %w", s.dialect, err)
 		}
-		if n < pruneBatch || ctx.Err() != nil {
+		if !full || ctx.Err() != nil {
 			return total, nil
 		}
 	}

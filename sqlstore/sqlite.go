@@ -125,15 +125,16 @@ func (e liteEngine) list(ctx context.Context) ([]listed, error) {
 	return out, nil
 }
 
-func (e liteEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, error) {
+func (e liteEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, bool, error) {
 	floor, err := e.q.RaiseFloor(ctx, e.db, retentionMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil // no row free for so long
+		return 0, false, nil // no row free for so long
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return e.q.Prune(ctx, e.db, litedb.PruneParams{RetentionMs: retentionMs, Floor: floor, MaxRows: maxRows})
+	n, err := e.q.Prune(ctx, e.db, litedb.PruneParams{RetentionMs: retentionMs, Floor: floor, MaxRows: maxRows})
+	return n, n == maxRows, err
 }
 
 // byDurations groups renewals by their ttl and transition, in order of

@@ -184,27 +184,32 @@ FROM simba_mutex
 WHERE owner_id <> '' AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
 ORDER BY mutex;
 
--- name: RaiseFloor :execresult
--- The first half of a prune: raises the token floor (the row whose mutex
--- is '') to the highest token of the rows free for retention_ms or longer
--- (their transition, or the hand-off window of their release, ended that
--- long ago). The reply's insert id is the floor after it; 0 when no row
--- was free for so long.
-INSERT INTO simba_mutex (mutex, token)
-SELECT '', LAST_INSERT_ID(MAX(token))
+-- name: Prunable :many
+-- The first step of a prune: at most max_rows rows free for retention_ms
+-- or longer (their transition, or the hand-off window of their release,
+-- ended that long ago), with their tokens. A plain read: it locks nothing.
+SELECT mutex, token
 FROM simba_mutex
 WHERE mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(sqlc.arg(retention_ms) AS SIGNED)
-HAVING COUNT(*) > 0
+LIMIT ?;
+
+-- name: RaiseFloor :execresult
+-- The second step: raises the token floor (the row whose mutex is '') to
+-- at least floor, the highest token Prunable returned. The reply's insert
+-- id is the floor after it.
+INSERT INTO simba_mutex (mutex, token) VALUES ('', CAST(sqlc.arg(floor) AS SIGNED))
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token, VALUES(token))), version = version + 1;
 
 -- name: Prune :execrows
--- The second half: deletes at most max_rows rows free for retention_ms or
--- longer whose token is at most floor, the value RaiseFloor returned (a row
--- freed since has a token the floor may not cover yet: it stays).
+-- The last step: deletes the rows Prunable named that are still free for
+-- retention_ms or longer and whose token is at most floor, the value
+-- RaiseFloor returned (a row taken and freed since may have a greater
+-- token: it stays). Each row is found by its key, so only those rows are
+-- locked.
 DELETE FROM simba_mutex
-WHERE mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(sqlc.arg(retention_ms) AS SIGNED)
-  AND token <= CAST(sqlc.arg(floor) AS SIGNED)
-LIMIT ?;
+WHERE mutex IN (sqlc.slice(mutexes))
+  AND mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(sqlc.arg(retention_ms) AS SIGNED)
+  AND token <= CAST(sqlc.arg(floor) AS SIGNED);
 
 -- name: EnsureFloor :exec
 -- Creates the token floor row (mutex '', token 0) if it is missing: a new

@@ -272,24 +272,81 @@ func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
 	return items, nil
 }
 
-const Prune = `-- name: Prune :execrows
-DELETE FROM simba_mutex
+const Prunable = `-- name: Prunable :many
+SELECT mutex, token
+FROM simba_mutex
 WHERE mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(? AS SIGNED)
-  AND token <= CAST(? AS SIGNED)
 LIMIT ?
 `
 
-type PruneParams struct {
+type PrunableParams struct {
 	RetentionMs int64
-	Floor       int64
 	Limit       int32
 }
 
-// The second half: deletes at most max_rows rows free for retention_ms or
-// longer whose token is at most floor, the value RaiseFloor returned (a row
-// freed since has a token the floor may not cover yet: it stays).
+type PrunableRow struct {
+	Mutex []byte
+	Token int64
+}
+
+// The first step of a prune: at most max_rows rows free for retention_ms
+// or longer (their transition, or the hand-off window of their release,
+// ended that long ago), with their tokens. A plain read: it locks nothing.
+func (q *Queries) Prunable(ctx context.Context, db DBTX, arg PrunableParams) ([]PrunableRow, error) {
+	rows, err := db.QueryContext(ctx, Prunable, arg.RetentionMs, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PrunableRow
+	for rows.Next() {
+		var i PrunableRow
+		if err := rows.Scan(&i.Mutex, &i.Token); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const Prune = `-- name: Prune :execrows
+DELETE FROM simba_mutex
+WHERE mutex IN (/*SLICE:mutexes*/?)
+  AND mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(? AS SIGNED)
+  AND token <= CAST(? AS SIGNED)
+`
+
+type PruneParams struct {
+	Mutexes     [][]byte
+	RetentionMs int64
+	Floor       int64
+}
+
+// The last step: deletes the rows Prunable named that are still free for
+// retention_ms or longer and whose token is at most floor, the value
+// RaiseFloor returned (a row taken and freed since may have a greater
+// token: it stays). Each row is found by its key, so only those rows are
+// locked.
 func (q *Queries) Prune(ctx context.Context, db DBTX, arg PruneParams) (int64, error) {
-	result, err := db.ExecContext(ctx, Prune, arg.RetentionMs, arg.Floor, arg.Limit)
+	query := Prune
+	var queryParams []interface{}
+	if len(arg.Mutexes) > 0 {
+		for _, v := range arg.Mutexes {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", strings.Repeat(",?", len(arg.Mutexes))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.RetentionMs)
+	queryParams = append(queryParams, arg.Floor)
+	result, err := db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}
@@ -297,21 +354,15 @@ func (q *Queries) Prune(ctx context.Context, db DBTX, arg PruneParams) (int64, e
 }
 
 const RaiseFloor = `-- name: RaiseFloor :execresult
-INSERT INTO simba_mutex (mutex, token)
-SELECT '', LAST_INSERT_ID(MAX(token))
-FROM simba_mutex
-WHERE mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(? AS SIGNED)
-HAVING COUNT(*) > 0
+INSERT INTO simba_mutex (mutex, token) VALUES ('', CAST(? AS SIGNED))
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token, VALUES(token))), version = version + 1
 `
 
-// The first half of a prune: raises the token floor (the row whose mutex
-// is ”) to the highest token of the rows free for retention_ms or longer
-// (their transition, or the hand-off window of their release, ended that
-// long ago). The reply's insert id is the floor after it; 0 when no row
-// was free for so long.
-func (q *Queries) RaiseFloor(ctx context.Context, db DBTX, retentionMs int64) (sql.Result, error) {
-	return db.ExecContext(ctx, RaiseFloor, retentionMs)
+// The second step: raises the token floor (the row whose mutex is ”) to
+// at least floor, the highest token Prunable returned. The reply's insert
+// id is the floor after it.
+func (q *Queries) RaiseFloor(ctx context.Context, db DBTX, floor int64) (sql.Result, error) {
+	return db.ExecContext(ctx, RaiseFloor, floor)
 }
 
 const Release = `-- name: Release :execresult
