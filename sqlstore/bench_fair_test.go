@@ -32,6 +32,7 @@ func handoffK(b *testing.B, d dialect, k int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ms := make([]*lease.Manager, k)
+	var closers []func() // every server session of the contenders, so that PostgreSQL publishes their counters
 	for i := range ms {
 		db := d.open(b, dsn)
 		db.SetMaxOpenConns(4)
@@ -47,6 +48,7 @@ func handoffK(b *testing.B, d dialect, k int) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { m.Close(context.Background()) })
+		closers = append(closers, func() { m.Close(context.Background()); s.Close(); db.Close() })
 		ms[i] = m
 	}
 	const hold = time.Millisecond
@@ -114,6 +116,9 @@ func handoffK(b *testing.B, d dialect, k int) {
 	b.StopTimer()
 	if len(gaps) == 0 {
 		b.Fatal("no hand-off")
+	}
+	for _, c := range closers {
+		c()
 	}
 	if ops != nil {
 		b.ReportMetric(float64(ops()-before)/float64(len(gaps)), "stmts/handoff")
