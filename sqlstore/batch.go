@@ -55,7 +55,7 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 		}
 		for j, r := range res {
 			i, req := at[start+j], chunk[j]
-			key := contenderKey(req.owner)
+			key := s.key(req.owner)
 			if !r.ok {
 				s.hooks.ended(req.mutex, key)
 				out[i] = lease.RenewResult{Record: r.record(), Err: s.errorf("renew", req.mutex, lease.ErrNotHeld)}

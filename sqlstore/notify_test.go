@@ -14,8 +14,9 @@ import (
 // TestNotifyOnlyWhenWaiting (issue 18): PostgreSQL serializes the commits
 // of notifying transactions on one server-wide lock, so a release sends
 // NOTIFY only when a waiter is queued, and then one notification, naming
-// the mutex (and the waiter). A Store with WithPush(false) never
-// notifies. Today's code notifies on every release.
+// the mutex (and the waiter), on the channel of the waiter's Store alone
+// (every listening session would otherwise process it). A Store with
+// WithPush(false) never notifies. Today's code notifies on every release.
 func TestNotifyOnlyWhenWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -25,7 +26,8 @@ func TestNotifyOnlyWhenWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer listen.Close(context.Background())
-	if _, err := listen.Exec(ctx, "LISTEN simba_mutex"); err != nil {
+	// The channel of earlier versions, and the one of an empty queue key.
+	if _, err := listen.Exec(ctx, `LISTEN simba_mutex; LISTEN "simba_mutex_"`); err != nil {
 		t.Fatal(err)
 	}
 	heard := func() []string {
@@ -55,10 +57,19 @@ func TestNotifyOnlyWhenWaiting(t *testing.T) {
 		t.Errorf("20 uncontended releases sent %d notifications, want none: %q", len(got), got)
 	}
 
-	// queueWaiter queues contender "w" behind the holder of mutex.
+	// queueWaiter queues contender "w" behind the holder of mutex, and
+	// listens on the channel of its Store: the first 8 letters of its key.
 	queueWaiter := func(mutex string) {
 		t.Helper()
-		enqueue(t, postgres.newStore(t, dsn), postgres.open(t, dsn), mutex, "w", 1)
+		db := postgres.open(t, dsn)
+		enqueue(t, postgres.newStore(t, dsn), db, mutex, "w", 1)
+		var tag string
+		if err := db.QueryRowContext(ctx, "SELECT left(queue, 8) FROM simba_mutex WHERE mutex = $1", mutex).Scan(&tag); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := listen.Exec(ctx, `LISTEN "simba_mutex_`+tag+`"`); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, c := range []struct {
 		store *sqlstore.Store

@@ -123,7 +123,7 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 	if err != nil {
 		return lease.Record{}, s.errorf("acquire", mutex, err)
 	}
-	a := acquireArgs{mutex: mutex, owner: contender, key: contenderKey(contender), ttlMs: ttlMs, transitionMs: trMs}
+	a := acquireArgs{mutex: mutex, owner: contender, key: s.key(contender), ttlMs: ttlMs, transitionMs: trMs}
 	if s.hub != nil && s.hub.subscribed(mutex, a.key) && s.hooks.canWait(mutex, a.key) && s.waits.add(mutex, contender) {
 		a.waitMs = min(2*(ttlMs+trMs), maxWaitMs)
 	}
@@ -174,7 +174,7 @@ func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64
 	if err != nil {
 		return lease.Record{}, s.errorf("renew", mutex, err)
 	}
-	key := contenderKey(contender)
+	key := s.key(contender)
 	if !ok {
 		s.hooks.ended(mutex, key)
 		return r.record(), s.errorf("renew", mutex, lease.ErrNotHeld)
@@ -201,7 +201,7 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 	if token == 0 && !queued { // nothing to end, nothing to withdraw
 		return s.errorf("release", mutex, lease.ErrNotHeld)
 	}
-	a := releaseArgs{mutex: mutex, owner: contender, key: contenderKey(contender), token: int64(token),
+	a := releaseArgs{mutex: mutex, owner: contender, key: s.key(contender), token: int64(token),
 		windowMs: ceilMs(s.handoff), notify: s.hub != nil}
 	lend, _ := s.hooks.(lender)
 	if lend != nil {

@@ -54,7 +54,7 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 	}
 	key := ""
 	if contender != "" {
-		key = contenderKey(contender)
+		key = s.key(contender)
 	}
 	return s.hub.watch(ctx, mutex, key), nil
 }

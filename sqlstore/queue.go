@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"strconv"
 	"sync"
@@ -23,14 +24,31 @@ const (
 
 // contenderKey is the queue key of contender: 16 letters a-p spelling the
 // first 8 bytes of its SHA-256.
-func contenderKey(contender string) string {
+func contenderKey(contender string) string { return taggedKey("", contender) }
+
+// taggedKey is the queue key of contender in a Store with tag (letters
+// a-p, shorter than a key): the tag, then letters spelling the SHA-256 of
+// contender up to keyLen. On PostgreSQL the tag names the Store's
+// notification channel, so that a release notifies only the Store of the
+// waiter it hands the mutex to.
+func taggedKey(tag, contender string) string {
 	sum := sha256.Sum256([]byte(contender))
-	var b [keyLen]byte
-	for i := range keyLen / 2 {
-		b[2*i] = 'a' + sum[i]>>4
-		b[2*i+1] = 'a' + sum[i]&0xf
+	b := make([]byte, keyLen)
+	copy(b, tag)
+	for i := len(tag); i < keyLen; i++ {
+		b[i] = 'a' + sum[i/2]>>(4*(1-i%2))&0xf
 	}
-	return string(b[:])
+	return string(b)
+}
+
+// newTag returns n random letters a-p: a PostgreSQL Store's tag.
+func newTag(n int) string {
+	r := make([]byte, n)
+	_, _ = rand.Read(r) // never fails (crypto/rand)
+	for i := range r {
+		r[i] = 'a' + r[i]&0xf
+	}
+	return string(r)
 }
 
 // queued is a queue as a statement returned it.

@@ -40,7 +40,14 @@ type Store struct {
 	waits   waitSet    // contenders that may be queued
 	pruner  *pruner
 	stmts   *prepared // MySQL, SQLite: the statements prepared once per connection
+	tag     string    // PostgreSQL: the first letters of this Store's queue keys
 }
+
+// tagLen is the length of a PostgreSQL Store's tag.
+const tagLen = 8
+
+// key is the queue key of contender in this Store.
+func (s *Store) key(contender string) string { return taggedKey(s.tag, contender) }
 
 // NewPostgres returns a Store on the PostgreSQL database db, opened with any
 // database/sql driver (pgx v5's stdlib, lib/pq). The tables must exist
@@ -53,9 +60,10 @@ func NewPostgres(db *sql.DB, opts ...Option) (*Store, error) {
 	}
 	channel := channelName(c.table)
 	s := newStore(c, pgEngine{db: rewrite(db, c.table), channel: channel}, "postgres")
+	s.tag = newTag(tagLen)
 	if c.push {
 		s.hub = &hub{pool: db, linger: listenLinger}
-		s.hub.backend = &listener{db: db, channel: channel, hub: s.hub, log: c.logger}
+		s.hub.backend = &listener{db: db, channel: channel + "_" + s.tag, hub: s.hub, log: c.logger}
 	}
 	return s, nil
 }

@@ -125,7 +125,10 @@ wd AS (
 SELECT (SELECT count(*) FROM rel)::bigint AS released,
        (SELECT count(*)
         FROM (SELECT r.queue, r.fresh FROM rel AS r UNION ALL SELECT w.queue, w.fresh FROM wd AS w) AS x,
-             LATERAL (SELECT pg_notify(sqlc.arg(channel)::text,
+             LATERAL (SELECT DISTINCT left(e.k, 8) AS tag
+                      FROM (VALUES (left(x.queue, 16)), (substr(x.queue, 30, 16))) AS e(k)
+                      WHERE e.k <> '') AS t,
+             LATERAL (SELECT pg_notify(sqlc.arg(channel)::text || '_' || t.tag,
                                        left(x.queue, 16) || rpad(substr(x.queue, 30, 16), 16, '-')
                                        || sqlc.arg(window_ms)::bigint::text || ':' || sqlc.arg(mutex)::text)
                       WHERE x.fresh AND x.queue <> '' AND sqlc.arg(channel)::text <> '') AS notified

@@ -282,7 +282,10 @@ wd AS (
 SELECT (SELECT count(*) FROM rel)::bigint AS released,
        (SELECT count(*)
         FROM (SELECT r.queue, r.fresh FROM rel AS r UNION ALL SELECT w.queue, w.fresh FROM wd AS w) AS x,
-             LATERAL (SELECT pg_notify($1::text,
+             LATERAL (SELECT DISTINCT left(e.k, 8) AS tag
+                      FROM (VALUES (left(x.queue, 16)), (substr(x.queue, 30, 16))) AS e(k)
+                      WHERE e.k <> '') AS t,
+             LATERAL (SELECT pg_notify($1::text || '_' || t.tag,
                                        left(x.queue, 16) || rpad(substr(x.queue, 30, 16), 16, '-')
                                        || $2::bigint::text || ':' || $3::text)
                       WHERE x.fresh AND x.queue <> '' AND $1::text <> '') AS notified
