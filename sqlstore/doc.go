@@ -84,15 +84,19 @@
 // How the first waiter is woken, at once instead of at the owner's
 // transition end:
 //
-//   - PostgreSQL: a release that leaves waiters sends one NOTIFY on a
-//     channel named after the table, naming the mutex, the first waiter and
-//     the one after it; a release that leaves nobody waiting sends none
-//     (PostgreSQL serializes notifying commits on one server-wide lock).
-//     While any waiter of this Store waits, and for 30 s after the last
-//     one, one connection borrowed from the pool LISTENs (pgx's stdlib
-//     driver only: with another driver Watch fails with [ErrNoPush] and
-//     waiters poll). A waiter joins the queue only once that connection
-//     listens.
+//   - PostgreSQL: a release that leaves waiters sends a NOTIFY naming the
+//     mutex, the first waiter and the one after it, to the Store of each of
+//     them only: every Store has a channel of its own, named after the
+//     table and a random tag that starts its contenders' queue keys. A
+//     release that leaves nobody waiting sends none (PostgreSQL serializes
+//     notifying commits on one server-wide lock). While any waiter of this
+//     Store waits, and for 30 s after the last one, one connection borrowed
+//     from the pool LISTENs on the Store's channel (pgx's stdlib driver
+//     only: with another driver Watch fails with [ErrNoPush] and waiters
+//     poll). A waiter joins the queue only once that connection listens.
+//     (PostgreSQL 15 still wakes every listening session of the database
+//     on each notifying commit, and counts its reading of the queue as a
+//     transaction.)
 //   - MySQL: a waiter holds, on a connection borrowed from the pool, a
 //     named lock (GET_LOCK) of its own, its doorbell, and blocks on the
 //     doorbell of whom it waits behind (the waiter before it, or the

@@ -35,10 +35,11 @@ const minPushPool = 4
 // for all. While contender watches mutex through this Store, an Acquire of
 // it that loses puts contender in the mutex's wait queue.
 //
-// An observer (contender "") hears every hand-off on PostgreSQL and every
-// change of owner on SQLite; a release that leaves nobody waiting sends no
-// notification (it would cost PostgreSQL a server-wide lock), so observers
-// also poll. On MySQL an observer hears nothing and relies on polling.
+// An observer (contender "") hears the hand-offs to waiters of its own
+// Store on PostgreSQL and every change of owner on SQLite; a release that
+// leaves nobody waiting sends no notification (it would cost PostgreSQL a
+// server-wide lock), so observers also poll. On MySQL an observer hears
+// nothing and relies on polling.
 func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
 	if err := lease.ValidateName(mutex); err != nil {
 		return nil, s.errorf("watch", mutex, err)
