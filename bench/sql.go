@@ -124,6 +124,7 @@ func (o *simbaSQL) open(ctx context.Context) (Client, error) {
 		return nil, fmt.Errorf("simba/%s: open: %w", o.dialect, err)
 	}
 	db.SetMaxOpenConns(16) // as sqlstore's documentation asks: a bounded pool
+	db.SetMaxIdleConns(16) // and as many idle: renewals open no new connections
 	if err := o.migrate(ctx, db); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}

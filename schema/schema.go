@@ -34,8 +34,6 @@ import (
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
-	"github.com/golang-migrate/migrate/v4/database/mysql"
-	"github.com/golang-migrate/migrate/v4/database/postgres"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 )
 
@@ -123,13 +121,13 @@ func run(ctx context.Context, db *sql.DB, d Dialect, what string, op func(*migra
 	if err != nil {
 		return fmt.Errorf("schema: %s %s: %w", d, what, err)
 	}
-	conn, err := db.Conn(ctx)
+	conn, err := connect(ctx, db, d)
 	if err != nil {
 		_ = source.Close()
 		return fmt.Errorf("schema: %s %s: %w", d, what, err)
 	}
 	// Closing the driver closes conn only (it returns to the pool): the
-	// WithConnection drivers never hold or close db itself.
+	// drivers (driver.go, sqlite.go) never hold or close db itself.
 	drv, err := driverFor(ctx, conn, d)
 	if err != nil {
 		_ = source.Close()
@@ -157,9 +155,9 @@ func run(ctx context.Context, db *sql.DB, d Dialect, what string, op func(*migra
 func driverFor(ctx context.Context, conn *sql.Conn, d Dialect) (database.Driver, error) {
 	switch d {
 	case Postgres:
-		return postgres.WithConnection(ctx, conn, &postgres.Config{MigrationsTable: MigrationsTable})
+		return newPostgresDriver(ctx, conn)
 	case MySQL:
-		return mysql.WithConnection(ctx, conn, &mysql.Config{MigrationsTable: MigrationsTable})
+		return newMySQLDriver(ctx, conn)
 	case SQLite:
 		return newLiteDriver(ctx, conn)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -18,6 +19,9 @@ import (
 )
 
 func TestMain(m *testing.M) { testserver.VerifyTestMain(m) }
+
+// latest is the version of the last migration of every dialect.
+const latest = 2
 
 // TestUpDownVersion migrates up, checks the table, migrates down and up
 // again on both dialects, and leaves the caller's *sql.DB open.
@@ -55,7 +59,7 @@ func TestUpDownVersion(t *testing.T) {
 				if err := schema.Migrate(ctx, db, c.d); err != nil {
 					t.Fatalf("Migrate: %v", err)
 				}
-				version(1)
+				version(latest)
 			}
 			if n, err := count(); err != nil || n != 0 {
 				t.Fatalf("simba_mutex after Migrate: %d rows, %v", n, err)
@@ -72,7 +76,7 @@ func TestUpDownVersion(t *testing.T) {
 			if err := schema.Migrate(ctx, db, c.d); err != nil {
 				t.Fatalf("Migrate after down: %v", err)
 			}
-			version(1)
+			version(latest)
 			if err := db.PingContext(ctx); err != nil {
 				t.Fatalf("the caller's *sql.DB is unusable after migrating: %v", err)
 			}
@@ -103,7 +107,8 @@ func TestBadArguments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"000001_create_simba_mutex.up.sql", "000001_create_simba_mutex.down.sql"} {
+		for _, name := range []string{"000001_create_simba_mutex.up.sql", "000001_create_simba_mutex.down.sql",
+			"000002_add_queue.up.sql", "000002_add_queue.down.sql"} {
 			if _, err := fs.Stat(f, name); err != nil {
 				t.Errorf("FS(%s): %v", d, err)
 			}
@@ -118,7 +123,7 @@ func liteDSN(t testing.TB) string {
 
 // TestSQLiteConcurrentMigrate: processes that start on a fresh file at
 // once (as simba CLI invocations do) each migrate it; they take turns,
-// none fails, and the file ends at version 1.
+// none fails, and the file ends at the latest version.
 func TestSQLiteConcurrentMigrate(t *testing.T) {
 	dsn := liteDSN(t)
 	var wg sync.WaitGroup
@@ -146,7 +151,50 @@ func TestSQLiteConcurrentMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v, dirty, err := schema.Version(context.Background(), db, schema.SQLite); err != nil || v != 1 || dirty {
-		t.Errorf("Version = %d, %v, %v; want 1, clean", v, dirty, err)
+	if v, dirty, err := schema.Version(context.Background(), db, schema.SQLite); err != nil || v != latest || dirty {
+		t.Errorf("Version = %d, %v, %v; want %d, clean", v, dirty, err, latest)
+	}
+}
+
+// TestSQLiteMigrateWaitsForWALSwitch (issue 14, item 11): switching a file
+// to WAL (the journal_mode pragma of the DSN, run as each connection
+// opens) while another connection holds the write lock (as another
+// migrator does, inside BEGIN IMMEDIATE) fails at once with SQLITE_BUSY,
+// busy timeout or not: SQLite does not wait where waiting could deadlock.
+// That was the one-in-30 failure of TestSQLiteConcurrentMigrate. Migrate
+// must wait for the lock instead of failing.
+func TestSQLiteMigrateWaitsForWALSwitch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "simba.db")
+	blocker, err := sql.Open("sqlite", "file:"+path) // rollback journal: not WAL yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	ctx := context.Background()
+	conn, err := blocker.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	done := make(chan error, 1)
+	go func() { done <- schema.Migrate(ctx, db, schema.SQLite) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Migrate returned while another connection held the file: %v", err)
+	case <-time.After(300 * time.Millisecond): // still waiting, as it should
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Migrate after the lock was released: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
 )
@@ -103,4 +105,43 @@ func (d *liteDriver) Version() (version int, dirty bool, err error) {
 // Drop is not supported: it would drop every table of the file.
 func (d *liteDriver) Drop() error {
 	return fmt.Errorf("schema: sqlite: Drop is not supported; use MigrateDown")
+}
+
+// liteOpenMax bounds how long connect waits for a SQLite file that other
+// connections keep locked.
+const liteOpenMax = 30 * time.Second
+
+// connect borrows a connection of db. On SQLite, opening one runs the
+// DSN's pragmas, and switching the file to WAL (journal_mode) while
+// another connection holds its write lock — another process migrating —
+// fails at once with SQLITE_BUSY whatever the busy timeout: SQLite does
+// not wait where waiting could deadlock. connect waits for the lock
+// instead, with backoff, until ctx ends or liteOpenMax has passed.
+func connect(ctx context.Context, db *sql.DB, d Dialect) (*sql.Conn, error) {
+	start := time.Now()
+	for n := 0; ; n++ {
+		conn, err := db.Conn(ctx)
+		if err == nil || d != SQLite || !liteBusy(err) || time.Since(start) > liteOpenMax {
+			return conn, err
+		}
+		t := time.NewTimer(min(time.Millisecond<<min(n, 6), 50*time.Millisecond) + rand.N(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// liteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
+// (any extended code) from a driver whose errors have a Code method
+// (modernc.org/sqlite, github.com/ncruces/go-sqlite3).
+func liteBusy(err error) bool {
+	var c interface{ Code() int }
+	if !errors.As(err, &c) {
+		return false
+	}
+	code := c.Code() & 0xff
+	return code == 5 || code == 6
 }

@@ -145,7 +145,7 @@ func BenchmarkHandoff(b *testing.B) {
 
 // countingDB opens dsn through a connector that counts the driver calls
 // that wait for the server.
-func countingDB(b *testing.B, d dialect, dsn string) (*sql.DB, *atomic.Int64) {
+func countingDB(b testing.TB, d dialect, dsn string) (*sql.DB, *atomic.Int64) {
 	var c driver.Connector
 	switch d.name {
 	case "postgres":

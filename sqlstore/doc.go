@@ -7,67 +7,113 @@
 //
 //	db, err := sql.Open("pgx", "postgres://app@db/app") // pgx v5 stdlib, or lib/pq
 //	if err != nil { ... }
+//	db.SetMaxOpenConns(16)
+//	db.SetMaxIdleConns(16)
 //	if err := schema.Migrate(ctx, db, schema.Postgres); err != nil { ... }
 //	store, err := sqlstore.NewPostgres(db) // or schema.MySQL + NewMySQL, schema.SQLite + NewSQLite
 //	if err != nil { ... }
+//	defer store.Close()
 //	m, err := lease.NewManager(store)
 //	if err != nil { ... }
 //	defer m.Close(ctx)
 //	l, err := m.Acquire(ctx, "orders/42")
 //
 // The Store never opens, closes or configures db; size its pool for the
-// Managers that share it (each held lease renews every ttl/3, one
-// statement per lease). Bound it: with database/sql's default (no limit),
-// the renewals of many leases taken together run at the same moments and
-// open a connection each — 1,000 held leases overran PostgreSQL's
-// max_connections in the benchmark. SetMaxOpenConns(8) to (16) serves
-// thousands of leases; push needs at least four.
+// Managers that share it. Bound it, and keep as many idle connections as
+// it may open (SetMaxIdleConns equal to SetMaxOpenConns): database/sql
+// keeps 2 by default, and the connections a burst opens beyond that are
+// closed and opened again, a new server session each time. SetMaxOpenConns(8)
+// to (16) serves thousands of leases: a Manager renews all the leases it
+// holds in one statement per renewal tick ([Store.RenewMany], 500 leases
+// a statement). Push needs at least four.
 //
 // # How it works
 //
 // One row per mutex in the table simba_mutex (or the one named by
 // [WithTable]): owner_id, acquired_at, ttl_at, transition_at (epoch
-// milliseconds on the server's clock), token (the fencing counter) and
-// version (bumped on every write). Every operation is one conditional
-// statement with optimistic concurrency — an upsert or an UPDATE whose WHERE
-// names the owner, the token and the expiry — with no SELECT … FOR UPDATE
-// and no transaction spanning statements. Expiry is decided by the server's
-// clock only (PostgreSQL clock_timestamp(); MySQL UNIX_TIMESTAMP()
-// arithmetic, which the session time zone cannot shift), and the Store
-// reports remaining durations computed from the server's now.
+// milliseconds on the server's clock), token (the fencing counter), version
+// (bumped on every write) and queue (the wait queue, below). Every
+// operation is one conditional statement with optimistic concurrency — an
+// upsert or an UPDATE whose WHERE names the owner, the token and the
+// expiry — with no SELECT … FOR UPDATE and no transaction spanning
+// statements. Expiry is decided by the server's clock only (PostgreSQL
+// clock_timestamp(); MySQL UNIX_TIMESTAMP() arithmetic, which the session
+// time zone cannot shift), and the Store reports remaining durations
+// computed from the server's now.
 //
 // Tokens: a new grant sets token to the previous value plus one; renewals
 // and extensions keep it; a release clears the owner but keeps the counter
-// in the row, so tokens of a mutex only grow, across server restarts. They
-// start again from 1 only if the row is deleted.
+// in the row, so tokens of a mutex only grow, across server restarts. The
+// row of a mutex nobody has held for a while is deleted ([Store.Prune],
+// in the background after [WithRetention], a day by default); the highest
+// token of the rows deleted is kept in the row whose mutex is the empty string (the
+// token floor), and a new row starts above it, so a name that comes back
+// still gets a token above every token it had.
 //
-// Round trips: PostgreSQL acquire, renew, release and get take one
-// statement each (an acquire that loses returns the owner in the same one).
-// MySQL has no RETURNING, so acquire is the upsert followed by a read of the
-// row; renew, release and get are one statement. With go-sql-driver/mysql,
-// add interpolateParams=true to the DSN, or the driver prepares each
-// statement on the server first, doubling the round trips.
+// Round trips: acquire, renew, release and get take one statement each,
+// and an acquire that loses returns the owner in the same one — on MySQL
+// too when the server is MariaDB 10.5 or later (RETURNING); MySQL, which
+// has none, reads a lost attempt back with a second statement. The MySQL
+// and SQLite statements are prepared once per connection and kept (on
+// PostgreSQL pgx does it), so the server does not parse them on every
+// call, and with go-sql-driver/mysql each runs in one round trip whatever
+// the DSN's interpolateParams.
+//
+// # Fair hand-off
+//
+// A contender that loses while it waits through a lease.Manager (it
+// watches the mutex through this Store, see [Store.Watch]) joins the
+// mutex's wait queue, kept in its row: oldest first, at most 128 entries,
+// each with an expiry of 2 × (ttl + transition) from its latest attempt, so
+// a crashed waiter drops out. The winner leaves the queue, and [Store.Release]
+// withdraws the caller in any case (token 0 only withdraws). When a release
+// leaves live waiters, the mutex is reserved for the first one for the
+// hand-off window ([WithHandoff], 1 s by default) and only that waiter is
+// woken; others that try meanwhile get an empty Owner and a positive
+// Transition, the time to try again. A first waiter that does not come in
+// time (it died) loses its place to whoever comes next, and the waiter
+// after it is woken when the window ends, so a dead waiter at the head
+// delays the next one by about the window, not by a grant. When a grant's
+// transition simply ends (a crashed holder), nothing is held back: waiters
+// poll then, and the first one wins. A hand-off costs a release, the
+// waiter's acquire and the loser's attempts to queue (about 3 statements
+// on PostgreSQL, 5 on MySQL with its doorbells).
 //
 // # Push
 //
-// A release wakes waiters in other processes at once instead of at the
-// owner's transition end ([Store.Watch], used by lease.Manager):
+// How the first waiter is woken, at once instead of at the owner's
+// transition end:
 //
-//   - PostgreSQL: the release statement sends NOTIFY on a channel named
-//     after the table, with the mutex as payload; while any waiter of this
+//   - PostgreSQL: a release that leaves waiters sends a NOTIFY naming the
+//     mutex, the first waiter and the one after it, to the Store of each of
+//     them only: every Store has a channel of its own, named after the
+//     table and a random tag that starts its contenders' queue keys. A
+//     release that leaves nobody waiting sends none (PostgreSQL serializes
+//     notifying commits on one server-wide lock). While any waiter of this
 //     Store waits, and for 30 s after the last one, one connection borrowed
-//     from the pool LISTENs (pgx's stdlib driver only: with another driver
-//     Watch fails with [ErrNoPush] and waiters poll).
-//   - MySQL: while this Store holds grants, one borrowed connection holds a
-//     named lock (GET_LOCK) per grant, a doorbell derived from the
-//     database, the table and the mutex; after an acquire of a watched
-//     mutex loses, a borrowed connection blocks on that doorbell and wakes
-//     the waiters when it frees. At most [WithDoorbells] waiting
-//     connections, and with the holder's never more than half the pool.
-//   - SQLite: while any waiter of this Store waits, one borrowed connection
-//     reads PRAGMA data_version every 20 ms (a local read; it changes when
-//     another connection or process commits) and, on a change, wakes the
-//     waiters of watched mutexes whose owner changed.
+//     from the pool LISTENs on the Store's channel (pgx's stdlib driver
+//     only: with another driver Watch fails with [ErrNoPush] and waiters
+//     poll). A waiter joins the queue only once that connection listens.
+//     (PostgreSQL 15 still wakes every listening session of the database
+//     on each notifying commit, and counts its reading of the queue as a
+//     transaction.)
+//   - MySQL: a waiter holds, on a connection borrowed from the pool, a
+//     named lock (GET_LOCK) of its own, its doorbell, and blocks on the
+//     doorbell of whom it waits behind (the waiter before it, or the
+//     owner); a release lets the owner's doorbell go, which wakes the first
+//     waiter and only it. A waiter that gets the mutex keeps its doorbell
+//     (and its connection) until it releases, in the release statement
+//     itself. A holder that did not wait takes its doorbell, on one shared
+//     connection, once it learns that others wait (its acquire or renewal
+//     sees them); until then a waiter behind it tries the row now and then
+//     (10 ms doubling to 1 s). An uncontended grant does no doorbell work.
+//     At most [WithDoorbells] connections, and never more than half the
+//     pool.
+//   - SQLite: while anyone waits, one connection of the pool reads PRAGMA
+//     data_version (a local read; it changes when another connection or
+//     process commits) every 20 ms, every 1 ms while a waiter of this Store
+//     is first or second in a queue, and wakes the waiter a release
+//     reserved the mutex for.
 //
 // Notifications are hints: the row is the only source of truth, and every
 // waiter still polls, so a lost notification delays a waiter but never
@@ -75,8 +121,8 @@
 // waiter checks again once it is back. Push needs a pool of at least four
 // connections and a server session that lives as long as the connection:
 // turn it off with [WithPush] behind PgBouncer in transaction mode or
-// ProxySQL. [Store.Close] stops it; without Close its goroutines end by
-// themselves once nothing is watched or held.
+// ProxySQL (then waiters neither queue nor are woken: they poll, and
+// releases notify nobody).
 //
 // Errors: a PostgreSQL serialization failure (40001) or deadlock (40P01),
 // a MySQL deadlock (1213) or lock wait timeout (1205), and
@@ -84,7 +130,9 @@
 // with a short backoff. Every other error, and a transient one that
 // persists, is returned as an error whose outcome is unknown (see
 // [lease.Store]); losing a mutex is never reported as an error and an error
-// is never reported as a grant.
+// is never reported as a grant. The package recognizes the errors of any
+// driver without importing one: a PostgreSQL user's binary links no MySQL
+// driver, and the other way round.
 //
 // Names and owners are compared byte for byte: PostgreSQL columns use
 // COLLATE "C", MySQL columns are VARBINARY, so names differing only in case

@@ -8,11 +8,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // errNotPgx is returned by a listener session whose connection is not
@@ -94,38 +93,92 @@ func (l *listener) session(ctx context.Context) error {
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		pc, ok := dc.(interface{ Conn() *pgx.Conn })
+		c, ok := asPgx(dc)
 		if !ok {
 			return errNotPgx
 		}
-		c := pc.Conn()
-		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		if err := c.exec(ctx, "LISTEN "+pgQuote(l.channel)); err != nil {
 			return badConn(ctx, c, err)
 		}
 		// Releases before this moment were not heard: everyone looks again.
+		l.hub.hearing(true)
+		defer l.hub.hearing(false)
 		l.hub.recheck()
 		for {
-			n, err := c.WaitForNotification(ctx)
+			payload, err := c.waitForNotification(ctx)
 			if err != nil {
 				return badConn(ctx, c, err)
 			}
-			l.hub.notify(n.Payload)
+			l.deliver(payload)
 		}
 	})
+}
+
+// deliver routes one notification of the release statement:
+// "HEAD" "NEXT" (16 letters each; dashes when there is no next) window_ms
+// ":" mutex, for the first and second waiter. A payload of another form
+// (a release of an earlier version of this package: just the mutex) wakes
+// every waiter of the mutex it names.
+func (l *listener) deliver(payload string) {
+	head, next, window, mutex, ok := parseHandoff(payload)
+	if !ok {
+		l.hub.notify(payload)
+		return
+	}
+	l.hub.handoff(mutex, head, next, window)
+}
+
+// parseHandoff splits a hand-off notification (see deliver).
+func parseHandoff(p string) (head, next string, window time.Duration, mutex string, ok bool) {
+	if len(p) < 2*keyLen+2 || !isKey(p[:keyLen]) {
+		return "", "", 0, "", false
+	}
+	head, next = p[:keyLen], p[keyLen:2*keyLen]
+	if next == strings.Repeat("-", keyLen) {
+		next = ""
+	} else if !isKey(next) {
+		return "", "", 0, "", false
+	}
+	rest := p[2*keyLen:]
+	colon := strings.IndexByte(rest, ':')
+	if colon < 1 {
+		return "", "", 0, "", false
+	}
+	ms, err := strconv.ParseInt(rest[:colon], 10, 64)
+	if err != nil || ms < 0 || ms > int64(maxHandoff/time.Millisecond) {
+		return "", "", 0, "", false
+	}
+	return head, next, time.Duration(ms) * time.Millisecond, rest[colon+1:], true
+}
+
+// isKey reports whether s is a queue key: keyLen letters a-p.
+func isKey(s string) bool {
+	if len(s) != keyLen {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < 'a' || s[i] > 'p' {
+			return false
+		}
+	}
+	return true
 }
 
 // badConn decides the fate of a listening connection after err: when the
 // session was stopped (ctx ended) and UNLISTEN works, the connection goes
 // back to the pool clean; otherwise driver.ErrBadConn makes database/sql
 // discard it.
-func badConn(ctx context.Context, c *pgx.Conn, err error) error {
-	if ctx.Err() == nil || c.IsClosed() {
+func badConn(ctx context.Context, c pgxConn, err error) error {
+	if ctx.Err() == nil || c.isClosed() {
 		return errors.Join(err, driver.ErrBadConn)
 	}
 	uctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, uerr := c.Exec(uctx, "UNLISTEN *"); uerr != nil {
+	if uerr := c.exec(uctx, "UNLISTEN *"); uerr != nil {
 		return errors.Join(err, driver.ErrBadConn)
 	}
 	return ctx.Err()
 }
+
+// pgQuote quotes a PostgreSQL identifier.
+func pgQuote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/sqlstore"
 )
 
 // mysqlRow is a simba_mutex row as stored.
@@ -108,5 +109,38 @@ func TestMySQLAssignmentOrder(t *testing.T) {
 	if took.owner != "b" || took.token != old.token+1 || took.acquired <= old.acquired ||
 		took.ttlAt-took.acquired != ttlMs || took.transitionAt-took.acquired != ttlMs+trMs {
 		t.Errorf("takeover row = %+v after %+v; want b's times from its acquired_at and token %d", took, old, old.token+1)
+	}
+}
+
+// TestMySQLWithoutReturning: the acquire MySQL 8 runs (no RETURNING; the
+// token of a grant comes back as the reply's insert id, a loss is read
+// back) keeps the contract on MariaDB: grant, extension with the token
+// kept, a loser told the owner and queued, and a hand-off by push.
+func TestMySQLWithoutReturning(t *testing.T) {
+	d := mysqlDB
+	ctx := t.Context()
+	dsn := d.migrated(t)
+	a, b := d.newStore(t, dsn), d.newStore(t, dsn)
+	sqlstore.MySQLWithoutReturning(a)
+	sqlstore.MySQLWithoutReturning(b)
+	r, err := a.Acquire(ctx, "plain/m", "a", ttl, tr)
+	if err != nil || !r.Held("a") || r.Token != 1 || r.TTL != ttl || r.Transition != ttl+tr {
+		t.Fatalf("Acquire(a) = %+v, %v; want a's first grant", r, err)
+	}
+	if again, err := a.Acquire(ctx, "plain/m", "a", ttl, tr); err != nil || !again.Held("a") || again.Token != 1 {
+		t.Errorf("Acquire(a) again = %+v, %v; want the grant extended, token kept", again, err)
+	}
+	if lost, err := b.Acquire(ctx, "plain/m", "b", ttl, tr); err != nil || lost.Owner != "a" || lost.Token != 1 {
+		t.Errorf("Acquire(b) = %+v, %v; want a's grant", lost, err)
+	}
+	if err := a.Release(ctx, "plain/m", "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Acquire(ctx, "plain/m", "b", ttl, tr); err != nil || !r.Held("b") || r.Token != 2 {
+		t.Errorf("Acquire(b) after the release = %+v, %v; want token 2", r, err)
+	}
+	took := handoff(t, newManager(t, a, "holder"), newManager(t, b, "waiter"), a, "plain/handoff", nil)
+	if took > pushed {
+		t.Errorf("hand-off took %v, want < %v", took, pushed)
 	}
 }

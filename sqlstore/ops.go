@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -13,17 +14,55 @@ import (
 // engine runs the statements of one dialect. Times are epoch ms on the
 // server's clock.
 type engine interface {
-	// acquire runs the conditional upsert and returns the row after it.
-	acquire(ctx context.Context, mutex, owner string, ttlMs, transitionMs int64) (row, error)
+	// acquire runs the conditional upsert (queueing the loser when
+	// a.waitMs > 0) and returns the row after it.
+	acquire(ctx context.Context, a acquireArgs) (row, error)
 	// renew extends owner's live grant with token; ok is false when that
 	// grant is not the current one (then r is the current row).
 	renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (r row, ok bool, err error)
-	// release frees the mutex when owner holds the live grant with token.
-	release(ctx context.Context, mutex, owner string, token int64) (ok bool, err error)
+	// renewMany renews each request as renew would, in one statement per
+	// chunk where the dialect allows: one result per request, in order.
+	renewMany(ctx context.Context, reqs []renewArgs) ([]renewed, error)
+	// release ends owner's live grant with token (none when token is 0)
+	// and withdraws key from the queue in any case.
+	release(ctx context.Context, a releaseArgs) (released bool, err error)
 	// get reads the row; found is false for an unknown mutex.
 	get(ctx context.Context, mutex string) (row, error)
 	// list reads every row with a live grant, by mutex.
 	list(ctx context.Context) ([]listed, error)
+	// prune deletes at most maxRows rows free for retentionMs or longer,
+	// raising the token floor above their tokens first; full is true when
+	// more may be left.
+	prune(ctx context.Context, retentionMs, maxRows int64) (deleted int64, full bool, err error)
+}
+
+// acquireArgs are the input of an acquire statement.
+type acquireArgs struct {
+	mutex, owner, key   string
+	ttlMs, transitionMs int64
+	waitMs              int64 // queue the loser with this expiry; 0: do not
+}
+
+// releaseArgs are the input of a release statement.
+type releaseArgs struct {
+	mutex, owner, key string
+	token             int64     // 0: only withdraw from the queue
+	windowMs          int64     // the hand-off window
+	notify            bool      // PostgreSQL: NOTIFY the next waiter
+	on                *sql.Conn // MySQL: the connection that holds owner's doorbell, to let it go too
+}
+
+// renewArgs are the input of one renewal of a batch.
+type renewArgs struct {
+	mutex, owner        string
+	token               int64
+	ttlMs, transitionMs int64
+}
+
+// renewed is the outcome of one renewal of a batch.
+type renewed struct {
+	ok bool
+	row
 }
 
 // listed is a row of a listing.
@@ -40,12 +79,21 @@ type row struct {
 	ttlAt        int64
 	transitionAt int64
 	now          int64
+	queue        queued
+	waited       bool // a renewal saw live entries in the queue (MySQL)
 }
 
 // record turns a row into remaining durations. A grant whose transition
-// has ended is a free mutex.
+// has ended is a free mutex; a free mutex whose transition_at is ahead is
+// held back for the first waiter (empty Owner, positive Transition).
 func (r row) record() lease.Record {
-	if !r.found || r.owner == "" || r.transitionAt <= r.now || r.token <= 0 {
+	if !r.found || r.transitionAt <= r.now {
+		return lease.Record{}
+	}
+	if r.owner == "" {
+		return lease.Record{Transition: msDuration(r.transitionAt - r.now)}
+	}
+	if r.token <= 0 {
 		return lease.Record{}
 	}
 	ttl := max(r.ttlAt-r.now, 0)
@@ -57,30 +105,47 @@ func (r row) record() lease.Record {
 	}
 }
 
-// Acquire grants mutex to contender when it is free, when the previous
-// grant's transition has ended on the server's clock (a new token), or when
-// contender already holds the live grant (extended, token kept). Losing is
-// not an error: the caller holds the mutex exactly when the returned
-// Record's Owner is contender. See [lease.Store].
+// maxWaitMs bounds how long a queue entry lives without a renewed
+// attempt, so that its expiry keeps 13 digits.
+const maxWaitMs = int64(30 * 24 * time.Hour / time.Millisecond)
+
+// Acquire grants mutex to contender when it is free (and not held back
+// for another waiter), when the previous grant's transition has ended on
+// the server's clock (a new token), or when contender already holds the
+// live grant (extended, token kept). Losing is not an error: the caller
+// holds the mutex exactly when the returned Record's Owner is contender.
+// A contender that loses while it watches the mutex through this Store
+// (as a lease.Manager's waiter does) joins the mutex's wait queue; a
+// mutex held back for the first waiter is an empty Owner with a positive
+// Transition. See [lease.Store].
 func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	ttlMs, trMs, err := checkRequest(mutex, contender, ttl, transition)
 	if err != nil {
 		return lease.Record{}, s.errorf("acquire", mutex, err)
 	}
+	a := acquireArgs{mutex: mutex, owner: contender, key: s.key(contender), ttlMs: ttlMs, transitionMs: trMs}
+	if s.hub != nil && s.hub.subscribed(mutex, a.key) && s.hooks.canWait(mutex, a.key) && s.waits.add(mutex, contender) {
+		a.waitMs = min(2*(ttlMs+trMs), maxWaitMs)
+	}
 	var r row
 	err = s.retry(ctx, func() (err error) {
-		r, err = s.eng.acquire(ctx, mutex, contender, ttlMs, trMs)
+		r, err = s.eng.acquire(ctx, a)
 		return err
 	})
 	if err != nil {
 		return lease.Record{}, s.errorf("acquire", mutex, err)
 	}
 	rec := r.record()
-	if rec.Held(contender) {
-		s.hooks.granted(mutex, rec.Transition)
-	} else {
-		s.hooks.lost(mutex)
+	switch {
+	case rec.Held(contender):
+		s.waits.remove(mutex, contender)
+		s.hooks.granted(mutex, a.key, rec.Transition, r.queue.live(r.now))
+	case a.waitMs > 0:
+		if pred, ok := r.queue.pred(a.key, r.owner); ok {
+			s.hooks.waiting(mutex, a.key, pred)
+		}
 	}
+	s.pruner.tick()
 	return rec, nil
 }
 
@@ -109,36 +174,56 @@ func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64
 	if err != nil {
 		return lease.Record{}, s.errorf("renew", mutex, err)
 	}
+	key := s.key(contender)
 	if !ok {
-		s.hooks.ended(mutex)
+		s.hooks.ended(mutex, key)
 		return r.record(), s.errorf("renew", mutex, lease.ErrNotHeld)
 	}
 	rec := r.record()
-	s.hooks.granted(mutex, rec.Transition)
+	s.hooks.granted(mutex, key, rec.Transition, r.waited)
 	return rec, nil
 }
 
-// Release ends contender's grant with token at once: the mutex is free and
-// the next grant gets a greater token. When that grant is not the current
-// one (token 0 never is), it changes nothing and returns an error wrapping
-// [lease.ErrNotHeld]. The Store has no wait queue to withdraw from.
+// Release ends contender's grant with token at once: the mutex is free
+// (or, when others wait, reserved for the first of them for the hand-off
+// window, see [WithHandoff]) and the next grant gets a greater token. It
+// also withdraws contender from the mutex's wait queue; token 0 only
+// withdraws. When that grant is not the current one (token 0 never is),
+// it changes no grant and returns an error wrapping [lease.ErrNotHeld].
 func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
 	if err := checkNameContender(mutex, contender); err != nil {
 		return s.errorf("release", mutex, err)
 	}
-	if token == 0 || token > math.MaxInt64 {
+	if token > math.MaxInt64 {
 		return s.errorf("release", mutex, lease.ErrNotHeld)
 	}
-	var ok bool
+	queued := s.waits.take(mutex, contender)
+	if token == 0 && !queued { // nothing to end, nothing to withdraw
+		return s.errorf("release", mutex, lease.ErrNotHeld)
+	}
+	a := releaseArgs{mutex: mutex, owner: contender, key: s.key(contender), token: int64(token),
+		windowMs: ceilMs(s.handoff), notify: s.hub != nil}
+	lend, _ := s.hooks.(lender)
+	if lend != nil {
+		a.on = lend.lend(mutex, a.key)
+	}
+	var released bool
 	err := s.retry(ctx, func() (err error) {
-		ok, err = s.eng.release(ctx, mutex, contender, int64(token))
+		released, err = s.eng.release(ctx, a)
+		if a.on != nil { // once: a failed connection is the doorbell's to replace
+			lend.giveBack(mutex, a.key, err == nil && released)
+			a.on = nil
+		}
 		return err
 	})
 	if err != nil {
+		if queued {
+			s.waits.add(mutex, contender) // maybe still queued: withdraw again
+		}
 		return s.errorf("release", mutex, err)
 	}
-	s.hooks.ended(mutex) // after the row: the doorbell rings for a free mutex
-	if !ok {
+	s.hooks.ended(mutex, a.key) // after the row: a doorbell rings for a free mutex
+	if !released {
 		return s.errorf("release", mutex, lease.ErrNotHeld)
 	}
 	return nil

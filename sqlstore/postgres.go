@@ -3,9 +3,11 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 
 	pgdb "github.com/simba-go/simba/internal/db/postgres"
+	"github.com/simba-go/simba/lease"
 )
 
 // pgEngine runs the PostgreSQL statements of queries/postgres: every
@@ -17,20 +19,22 @@ type pgEngine struct {
 	channel string // of the NOTIFY sent by a release
 }
 
-func (e pgEngine) acquire(ctx context.Context, mutex, owner string, ttlMs, transitionMs int64) (row, error) {
-	r, err := e.q.Acquire(ctx, e.db, pgdb.AcquireParams{Mutex: mutex, OwnerID: owner, TtlMs: ttlMs, TransitionMs: transitionMs})
+func (e pgEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
+	r, err := e.q.Acquire(ctx, e.db, pgdb.AcquireParams{Mutex: a.mutex, OwnerID: a.owner, Wkey: a.key,
+		TtlMs: a.ttlMs, TransitionMs: a.transitionMs, WaitMs: a.waitMs})
 	if errors.Is(err, sql.ErrNoRows) {
 		// Lost to a grant the statement's snapshot does not show: read it.
-		return e.get(ctx, mutex)
+		return e.get(ctx, a.mutex)
 	}
 	if err != nil {
 		return row{}, err
 	}
-	got := row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}
-	if got.owner != owner && got.record().Owner == "" {
+	got := row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt,
+		now: r.NowMs, queue: queued(r.Queue)}
+	if got.owner != a.owner && got.record() == (lease.Record{}) {
 		// Lost, yet the snapshot shows a free mutex: a grant committed
 		// after the snapshot holds it. Read who.
-		return e.get(ctx, mutex)
+		return e.get(ctx, a.mutex)
 	}
 	return got, nil
 }
@@ -47,9 +51,44 @@ func (e pgEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, 
 	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, true, nil
 }
 
-func (e pgEngine) release(ctx context.Context, mutex, owner string, token int64) (bool, error) {
-	n, err := e.q.Release(ctx, e.db, pgdb.ReleaseParams{Channel: e.channel, Mutex: mutex, OwnerID: owner, Token: token})
-	return n > 0, err
+// pgBatchItem is one element of RenewMany's JSON batch.
+type pgBatchItem struct {
+	Mutex        string `json:"mutex"`
+	OwnerID      string `json:"owner_id"`
+	Token        int64  `json:"token"`
+	TtlMs        int64  `json:"ttl_ms"`
+	TransitionMs int64  `json:"transition_ms"`
+}
+
+func (e pgEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed, error) {
+	items := make([]pgBatchItem, len(reqs))
+	for i, r := range reqs {
+		items[i] = pgBatchItem{r.mutex, r.owner, r.token, r.ttlMs, r.transitionMs}
+	}
+	batch, err := json.Marshal(items)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := e.q.RenewMany(ctx, e.db, batch)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]renewed, len(rs))
+	for _, r := range rs {
+		byName[r.Mutex] = renewed{ok: r.Renewed, row: row{found: r.OwnerID != "" || r.Token != 0, owner: r.OwnerID,
+			token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}}
+	}
+	return inOrder(reqs, byName)
+}
+
+func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
+	channel := e.channel
+	if !a.notify {
+		channel = ""
+	}
+	r, err := e.q.Release(ctx, e.db, pgdb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
+		Wkey: a.key, WindowMs: a.windowMs, Channel: channel})
+	return r.Released > 0, err
 }
 
 func (e pgEngine) get(ctx context.Context, mutex string) (row, error) {
@@ -60,7 +99,8 @@ func (e pgEngine) get(ctx context.Context, mutex string) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, nil
+	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt,
+		now: r.NowMs, queue: queued(r.Queue)}, nil
 }
 
 func (e pgEngine) list(ctx context.Context) ([]listed, error) {
@@ -73,4 +113,9 @@ func (e pgEngine) list(ctx context.Context) ([]listed, error) {
 		out[i] = listed{r.Mutex, row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}}
 	}
 	return out, nil
+}
+
+func (e pgEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, bool, error) {
+	n, err := e.q.Prune(ctx, e.db, pgdb.PruneParams{RetentionMs: retentionMs, MaxRows: maxRows})
+	return n, n == maxRows, err
 }

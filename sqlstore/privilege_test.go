@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/simba-go/simba/lease"
 )
 
 // TestLeastPrivilegeRole: a database user that may only SELECT, INSERT,
-// UPDATE and DELETE on simba_mutex runs the whole protocol — grant, renew,
-// hand-off by push (LISTEN/NOTIFY and named locks need no privilege),
-// release — and cannot create anything.
+// UPDATE and DELETE on simba_mutex runs the whole protocol — grant, renew
+// (one and many), hand-off through the wait queue and push (LISTEN/NOTIFY
+// and named locks need no privilege), release, prune — and cannot create
+// anything.
 func TestLeastPrivilegeRole(t *testing.T) {
 	forAll(t, servers, func(t *testing.T, d dialect) {
 		ctx := t.Context()
@@ -81,8 +84,16 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		if took > pushed {
 			t.Errorf("hand-off as %s took %v, want < %v", user, took, pushed)
 		}
+		if res, err := a.RenewMany(ctx, []lease.RenewRequest{{Mutex: "least/privilege", Contender: "holder",
+			Token: l.Token(), TTL: pushTTL, Transition: pushTr}}); err != nil || res[0].Err != nil {
+			t.Errorf("RenewMany as %s = %+v, %v", user, res, err)
+		}
 		if err := l.Release(ctx); err != nil {
 			t.Errorf("Release as %s: %v", user, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		if n, err := a.Prune(ctx, time.Millisecond); err != nil || n == 0 {
+			t.Errorf("Prune as %s = %d, %v; want the released rows deleted", user, n, err)
 		}
 	})
 }

@@ -25,53 +25,21 @@ var ErrNoPush = errors.New("sqlstore: release notifications unavailable")
 // of the pool, so the statements of the Managers always find one.
 const minPushPool = 4
 
-// WithPush turns release notifications on (the default) or off. On, a
-// waiter in another process is woken as soon as the owner releases: on
-// PostgreSQL through LISTEN/NOTIFY on one connection borrowed from the pool
-// while anyone waits (pgx's stdlib driver only), on MySQL through named
-// locks (GET_LOCK) used as doorbells, on connections borrowed from the pool
-// (see [WithDoorbells]). Off, or when the pool has fewer than 4
-// connections (sql.DB.SetMaxOpenConns), waiters poll at the owner's
-// transition end. Turn it off behind a pooler that does not keep sessions
-// (PgBouncer in transaction mode, ProxySQL), where LISTEN and named locks do
-// not work.
-func WithPush(on bool) Option {
-	return func(c *config) error {
-		c.push = on
-		return nil
-	}
-}
-
-// DefaultDoorbells is how many MySQL connections a Store lends at most to
-// waiting for doorbells, one per mutex that its Managers wait for.
-const DefaultDoorbells = 8
-
-// WithDoorbells bounds the connections a MySQL Store borrows from the pool
-// to wait on doorbells: one per mutex its waiters wait for (default
-// [DefaultDoorbells]). The Store also borrows one connection to hold the
-// doorbells of the grants it holds; with it, it never takes more than half
-// of the pool's limit (sql.DB.SetMaxOpenConns). A waiter beyond the bound
-// polls. PostgreSQL ignores it.
-func WithDoorbells(n int) Option {
-	return func(c *config) error {
-		if n < 1 || n > 1024 {
-			return fmt.Errorf("%w: sqlstore: doorbells %d out of [1, 1024]", lease.ErrInvalidArgument, n)
-		}
-		c.doorbells = n
-		return nil
-	}
-}
-
 // Watch subscribes to release notifications of mutex, as [lease.Watcher]
-// describes: the channel receives an event (a hint to try again) when a
-// holder releases mutex, and when the notification path (re)connects, since
-// a release may have gone unseen before. It is closed when ctx ends. Events
-// are never queued for a slow receiver: one pending event stands for all.
-// contender is not used (the SQL stores have no wait queue).
+// describes: the channel receives an event (a hint to try again) when the
+// mutex is handed to contender — a release that leaves contender first in
+// the wait queue, or, when the first waiter does not come within the
+// hand-off window, second — and when the notification path (re)connects,
+// since a release may have gone unseen before. It is closed when ctx ends.
+// Events are never queued for a slow receiver: one pending event stands
+// for all. While contender watches mutex through this Store, an Acquire of
+// it that loses puts contender in the mutex's wait queue.
 //
-// On MySQL a doorbell is armed by a lost Acquire of mutex through this
-// Store, as a lease.Manager's waiter makes; a Watch without such an
-// Acquire (an observer) hears nothing and relies on polling.
+// An observer (contender "") hears the hand-offs to waiters of its own
+// Store on PostgreSQL and every change of owner on SQLite; a release that
+// leaves nobody waiting sends no notification (it would cost PostgreSQL a
+// server-wide lock), so observers also poll. On MySQL an observer hears
+// nothing and relies on polling.
 func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
 	if err := lease.ValidateName(mutex); err != nil {
 		return nil, s.errorf("watch", mutex, err)
@@ -85,7 +53,11 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 	if err := s.hub.usable(); err != nil {
 		return nil, s.errorf("watch", mutex, err)
 	}
-	return s.hub.watch(ctx, mutex), nil
+	key := ""
+	if contender != "" {
+		key = s.key(contender)
+	}
+	return s.hub.watch(ctx, mutex, key), nil
 }
 
 // Close stops the Store's background work: it drops the MySQL doorbells of
@@ -97,6 +69,10 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 // goroutines end by themselves once nothing is watched or held (on
 // PostgreSQL, 30 s later: the LISTEN session lingers for the next waiter).
 func (s *Store) Close() error {
+	s.pruner.close()
+	if s.stmts != nil {
+		s.stmts.close() // prepared again if the Store is used after Close
+	}
 	if s.hub == nil {
 		return nil
 	}
@@ -125,19 +101,26 @@ type pushBackend interface {
 // keeps one pooled connection in LISTEN.
 const listenLinger = 30 * time.Second
 
-// hub fans notifications out to the Watch channels of one Store.
+// handoffMargin is how long after the end of a hand-off window the waiter
+// after the first one is woken (the first one did not come).
+const handoffMargin = 50 * time.Millisecond
+
+// hub fans notifications out to the Watch channels of one Store. A
+// subscription has the queue key of its contender ("" for an observer).
 type hub struct {
 	pool    *sql.DB // whose connection limit decides whether push may borrow
 	backend pushBackend
 	linger  time.Duration // how long the backend runs on without subscribers
 
-	mu      sync.Mutex
-	subs    map[string]map[chan lease.Event]struct{}
-	count   int
-	running bool        // the backend was started and not stopped
-	idle    *time.Timer // stops the backend after linger; nil when none pending
-	gen     int         // invalidates an idle timer that fired too late
-	dead    error       // why push cannot work any more (ErrNoPush or ErrClosed)
+	mu       sync.Mutex
+	subs     map[string]map[chan lease.Event]string // mutex → channel → key
+	count    int
+	running  bool                   // the backend was started and not stopped
+	idle     *time.Timer            // stops the backend after linger; nil when none pending
+	gen      int                    // invalidates an idle timer that fired too late
+	dead     error                  // why push cannot work any more (ErrNoPush or ErrClosed)
+	hearers  int                    // backend sessions that hear releases (LISTEN up); MySQL: always 1
+	deferred map[string]*time.Timer // mutex → the pending wake of its second waiter
 }
 
 // usable returns nil when push can work, else why not: the backend gave
@@ -154,19 +137,19 @@ func (h *hub) usable() error {
 	return nil
 }
 
-// watch adds a subscriber of mutex until ctx ends.
-func (h *hub) watch(ctx context.Context, mutex string) <-chan lease.Event {
+// watch adds a subscriber of mutex with key until ctx ends.
+func (h *hub) watch(ctx context.Context, mutex, key string) <-chan lease.Event {
 	ch := make(chan lease.Event, 1)
 	h.mu.Lock()
 	if h.subs == nil {
-		h.subs = map[string]map[chan lease.Event]struct{}{}
+		h.subs = map[string]map[chan lease.Event]string{}
 	}
 	set := h.subs[mutex]
 	if set == nil {
-		set = map[chan lease.Event]struct{}{}
+		set = map[chan lease.Event]string{}
 		h.subs[mutex] = set
 	}
-	set[ch] = struct{}{}
+	set[ch] = key
 	h.count++
 	h.gen++ // a pending idle stop no longer applies
 	if h.idle != nil {
@@ -192,6 +175,7 @@ func (h *hub) remove(mutex string, ch chan lease.Event) {
 	delete(set, ch)
 	if len(set) == 0 {
 		delete(h.subs, mutex)
+		h.undefer(mutex)
 	}
 	close(ch)
 	h.count--
@@ -215,13 +199,79 @@ func (h *hub) remove(mutex string, ch chan lease.Event) {
 	})
 }
 
-// notify wakes the subscribers of mutex.
+// notify wakes every subscriber of mutex.
 func (h *hub) notify(mutex string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.undefer(mutex)
 	for ch := range h.subs[mutex] {
 		send(ch, lease.Event{Mutex: mutex})
 	}
+}
+
+// handoff wakes the subscribers of mutex with key head, and observers, at
+// once; those with key next (if any) when window (plus a margin) has
+// passed without another hand-off of mutex: the head did not come.
+func (h *hub) handoff(mutex, head, next string, window time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.undefer(mutex)
+	set := h.subs[mutex]
+	for ch, key := range set {
+		if key == "" || key == head {
+			send(ch, lease.Event{Mutex: mutex})
+		}
+	}
+	if next == "" || !hasKey(set, next) {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(window+handoffMargin, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.deferred[mutex] != t {
+			return // superseded
+		}
+		delete(h.deferred, mutex)
+		for ch, key := range h.subs[mutex] {
+			if key == next {
+				send(ch, lease.Event{Mutex: mutex})
+			}
+		}
+	})
+	if h.deferred == nil {
+		h.deferred = map[string]*time.Timer{}
+	}
+	h.deferred[mutex] = t
+}
+
+// wakeKey wakes the subscribers of mutex with key.
+func (h *hub) wakeKey(mutex, key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch, k := range h.subs[mutex] {
+		if k == key {
+			send(ch, lease.Event{Mutex: mutex})
+		}
+	}
+}
+
+// undefer stops the pending wake of mutex's second waiter. Called with mu
+// held.
+func (h *hub) undefer(mutex string) {
+	if t := h.deferred[mutex]; t != nil {
+		t.Stop()
+		delete(h.deferred, mutex)
+	}
+}
+
+func hasKey(set map[chan lease.Event]string, key string) bool {
+	for _, k := range set {
+		if k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // mutexes returns the watched mutexes.
@@ -235,6 +285,17 @@ func (h *hub) mutexes() []string {
 	return ms
 }
 
+// keys returns the keys of the subscribers of mutex ("" for observers).
+func (h *hub) keys(mutex string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ks := make([]string, 0, len(h.subs[mutex]))
+	for _, k := range h.subs[mutex] {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
 // recheck wakes every subscriber: notifications may have been missed.
 func (h *hub) recheck() {
 	h.mu.Lock()
@@ -246,11 +307,26 @@ func (h *hub) recheck() {
 	}
 }
 
-// watched reports whether mutex has a subscriber.
-func (h *hub) watched(mutex string) bool {
+// subscribed reports whether mutex has a subscriber with key and the
+// backend hears releases: only then may key join the queue (a waiter that
+// cannot be woken would hold every hand-off back for a window).
+func (h *hub) subscribed(mutex, key string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.subs[mutex]) > 0
+	return h.hearers > 0 && hasKey(h.subs[mutex], key)
+}
+
+// hearing tells the hub that a session of its backend began (on) or
+// stopped hearing releases. Sessions may overlap: one that was stopped
+// ends while the next one runs.
+func (h *hub) hearing(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if on {
+		h.hearers++
+	} else {
+		h.hearers--
+	}
 }
 
 // giveUp marks push as impossible for this database (why is nil) or
@@ -270,6 +346,7 @@ func (h *hub) giveUp(why error) {
 			close(ch)
 		}
 		delete(h.subs, mutex)
+		h.undefer(mutex)
 	}
 	h.count = 0
 	h.gen++

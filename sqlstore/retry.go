@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/simba-go/simba/lease"
 )
@@ -103,9 +102,8 @@ func transient(err error) bool {
 			return true
 		}
 	}
-	var my *mysql.MySQLError
-	if errors.As(err, &my) {
-		switch my.Number {
+	if n, ok := myErrNumber(err); ok {
+		switch n {
 		case myDeadlock, myLockWaitTimeout:
 			return true
 		}
@@ -131,9 +129,8 @@ func setupError(err error) bool {
 		}
 		return false
 	}
-	var my *mysql.MySQLError
-	if errors.As(err, &my) {
-		switch my.Number {
+	if n, ok := myErrNumber(err); ok {
+		switch n {
 		case 1044, // ER_DBACCESS_DENIED_ERROR
 			1045, // ER_ACCESS_DENIED_ERROR
 			1049, // ER_BAD_DB_ERROR
@@ -156,4 +153,54 @@ func setupError(err error) bool {
 		}
 	}
 	return false
+}
+
+// myErrorType is the package path and name of go-sql-driver's error type,
+// *mysql.MySQLError. sqlstore recognizes it by name, through reflection,
+// so that a binary that uses another dialect does not link the MySQL
+// driver for one type.
+const (
+	myErrorPkg  = "github.com/go-sql-driver/mysql"
+	myErrorName = "MySQLError"
+)
+
+// myErrNumber returns the server's error number of the first MySQL error
+// in err's tree (a *mysql.MySQLError of go-sql-driver/mysql).
+func myErrNumber(err error) (uint16, bool) {
+	for _, e := range errTree(err, 16) {
+		v := reflect.ValueOf(e)
+		if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+			continue
+		}
+		t := v.Elem().Type()
+		if t.Name() != myErrorName || t.PkgPath() != myErrorPkg {
+			continue
+		}
+		if f := v.Elem().FieldByName("Number"); f.IsValid() && f.Kind() == reflect.Uint16 {
+			return uint16(f.Uint()), true
+		}
+	}
+	return 0, false
+}
+
+// errTree returns err and the errors it wraps, depth first, at most max.
+func errTree(err error, max int) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil || len(out) >= max {
+			return
+		}
+		out = append(out, e)
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return out
 }

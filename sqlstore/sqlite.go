@@ -4,27 +4,31 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 
 	litedb "github.com/simba-go/simba/internal/db/sqlite"
 )
 
 // liteEngine runs the SQLite statements of queries/sqlite: every operation
 // is one statement that returns the row with the clock's now (an acquire
-// that lost reads the owner with a second one: a local read).
+// that lost without queueing reads the owner with a second one: a local
+// read).
 type liteEngine struct {
 	db dbtx
 	q  litedb.Queries
 }
 
-func (e liteEngine) acquire(ctx context.Context, mutex, owner string, ttlMs, transitionMs int64) (row, error) {
-	r, err := e.q.Acquire(ctx, e.db, litedb.AcquireParams{Mutex: mutex, OwnerID: owner, TtlMs: ttlMs, TransitionMs: transitionMs})
+func (e liteEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
+	r, err := e.q.Acquire(ctx, e.db, litedb.AcquireParams{Mutex: a.mutex, OwnerID: a.owner, Wkey: a.key,
+		TtlMs: a.ttlMs, TransitionMs: a.transitionMs, WaitMs: a.waitMs})
 	if errors.Is(err, sql.ErrNoRows) {
-		return e.get(ctx, mutex) // held by someone else: report who
+		return e.get(ctx, a.mutex) // held by someone else: report who
 	}
 	if err != nil {
 		return row{}, err
 	}
-	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.Column5}, nil
+	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt,
+		now: r.Column6, queue: queued(r.Queue)}, nil
 }
 
 func (e liteEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
@@ -39,9 +43,62 @@ func (e liteEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs
 	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.Column5}, true, nil
 }
 
-func (e liteEngine) release(ctx context.Context, mutex, owner string, token int64) (bool, error) {
-	n, err := e.q.Release(ctx, e.db, litedb.ReleaseParams{Mutex: mutex, OwnerID: owner, Token: token})
-	return n > 0, err
+// grantKey is the grant_key column of a grant: mutex, NUL, owner, NUL,
+// token in decimal.
+func grantKey(mutex, owner string, token int64) string {
+	return mutex + "\x00" + owner + "\x00" + strconv.FormatInt(token, 10)
+}
+
+// renewMany renews with one UPDATE per group of equal durations (one, from
+// a lease.Manager) and reads the grants it did not renew.
+func (e liteEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed, error) {
+	results := make(map[string]renewed, len(reqs))
+	for _, g := range byDurations(reqs) {
+		p := litedb.RenewBatchParams{TtlMs: g[0].ttlMs, TransitionMs: g[0].transitionMs}
+		for _, r := range g {
+			p.Mutexes = append(p.Mutexes, r.mutex)
+			p.Grants = append(p.Grants, sql.NullString{String: grantKey(r.mutex, r.owner, r.token), Valid: true})
+		}
+		rs, err := e.q.RenewBatch(ctx, e.db, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			results[r.Mutex] = renewed{ok: true, row: row{found: true, owner: r.OwnerID, token: r.Token,
+				ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.Column6}}
+		}
+	}
+	var missing []string
+	for _, r := range reqs {
+		if _, ok := results[r.mutex]; !ok {
+			missing = append(missing, r.mutex)
+		}
+	}
+	if len(missing) > 0 {
+		rs, err := e.q.GetMany(ctx, e.db, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			results[r.Mutex] = renewed{row: row{found: true, owner: r.OwnerID, token: r.Token,
+				ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}}
+		}
+		for _, m := range missing {
+			if _, ok := results[m]; !ok {
+				results[m] = renewed{} // unknown mutex
+			}
+		}
+	}
+	return inOrder(reqs, results)
+}
+
+func (e liteEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
+	released, err := e.q.Release(ctx, e.db, litedb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
+		Wkey: a.key, WindowMs: a.windowMs})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil // nothing to end or withdraw
+	}
+	return released == 1, err
 }
 
 func (e liteEngine) get(ctx context.Context, mutex string) (row, error) {
@@ -52,7 +109,8 @@ func (e liteEngine) get(ctx context.Context, mutex string) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, nil
+	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt,
+		now: r.NowMs, queue: queued(r.Queue)}, nil
 }
 
 func (e liteEngine) list(ctx context.Context) ([]listed, error) {
@@ -65,4 +123,35 @@ func (e liteEngine) list(ctx context.Context) ([]listed, error) {
 		out[i] = listed{r.Mutex, row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}}
 	}
 	return out, nil
+}
+
+func (e liteEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, bool, error) {
+	floor, err := e.q.RaiseFloor(ctx, e.db, retentionMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil // no row free for so long
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := e.q.Prune(ctx, e.db, litedb.PruneParams{RetentionMs: retentionMs, Floor: floor, MaxRows: maxRows})
+	return n, n == maxRows, err
+}
+
+// byDurations groups renewals by their ttl and transition, in order of
+// first appearance.
+func byDurations(reqs []renewArgs) [][]renewArgs {
+	type durations struct{ ttl, tr int64 }
+	idx := map[durations]int{}
+	var groups [][]renewArgs
+	for _, r := range reqs {
+		d := durations{r.ttlMs, r.transitionMs}
+		i, ok := idx[d]
+		if !ok {
+			i = len(groups)
+			idx[d] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	return groups
 }

@@ -6,21 +6,26 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	litedb "github.com/simba-go/simba/internal/db/sqlite"
 )
 
 // litePollEvery is how often the SQLite push path asks whether another
 // connection committed: a local read of a counter, no server involved.
-const litePollEvery = 20 * time.Millisecond
+// litePollFast is how often it asks while a waiter of this Store is first
+// or second in a queue: the next hand-off is for it.
+const (
+	litePollEvery = 20 * time.Millisecond
+	litePollFast  = time.Millisecond
+)
 
 // poller is the SQLite push path. SQLite has no NOTIFY, but every process
 // sharing the file shares the disk: while anyone watches, one connection
 // of the pool reads PRAGMA data_version (which changes when another
-// connection commits) every litePollEvery, and on a change reads the
-// watched mutexes and wakes the subscribers of those whose owner or token
-// changed, or that it finds free on first sight. Its start and stop run
-// under the hub's mu.
+// connection commits) every litePollEvery, or litePollFast while one of
+// its waiters is next in line, and on a change reads the watched mutexes.
+// A mutex a release reserved for its first waiter wakes that waiter (and
+// the second one when the window ends, see hub.handoff); a mutex found
+// free and not reserved wakes every waiter. Its start and stop run under
+// the hub's mu.
 type poller struct {
 	db    *sql.DB
 	table string
@@ -61,10 +66,12 @@ func (p *poller) run(ctx context.Context) {
 	}
 }
 
-// owned is what a subscriber is woken for a change of.
-type owned struct {
-	owner string
-	token int64
+// seenRow is what the poller last saw of a mutex.
+type seenRow struct {
+	owner        string
+	token        int64
+	transitionAt int64
+	head         string
 }
 
 // session polls on one connection until ctx ends or a read fails.
@@ -74,13 +81,21 @@ func (p *poller) session(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	eng := liteEngine{db: rewrite(conn, p.table, litedb.Get)}
-	seen := map[string]owned{}
+	eng := liteEngine{db: rewrite(conn, p.table)}
+	seen := map[string]seenRow{}
 	last := int64(-1)
+	fast := false
+	p.hub.hearing(true)
+	defer p.hub.hearing(false)
 	p.hub.recheck() // commits before this session were not seen
-	tick := time.NewTicker(litePollEvery)
-	defer tick.Stop()
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
 		var v int64
 		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
 			return err
@@ -88,30 +103,50 @@ func (p *poller) session(ctx context.Context) error {
 		if v != last {
 			last = v
 			watched := p.hub.mutexes()
+			fast = false
 			for _, m := range watched {
 				r, err := eng.get(ctx, m)
 				if err != nil {
 					return err
 				}
-				now := owned{r.record().Owner, r.token}
-				old, known := seen[m]
-				seen[m] = now
-				if known && old != now || !known && now.owner == "" {
-					p.hub.notify(m)
+				if p.look(m, r, seen) {
+					fast = true
 				}
 			}
 			if len(seen) > len(watched) {
-				keep := make(map[string]owned, len(watched))
+				keep := make(map[string]seenRow, len(watched))
 				for _, m := range watched {
 					keep[m] = seen[m]
 				}
 				seen = keep
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
+		if fast {
+			t.Reset(litePollFast)
+		} else {
+			t.Reset(litePollEvery)
 		}
 	}
+}
+
+// look wakes the subscribers of mutex that its row, changed since seen,
+// concerns, and reports whether one of them is first or second in its
+// queue (the poller then looks more often).
+func (p *poller) look(mutex string, r row, seen map[string]seenRow) (next bool) {
+	now := seenRow{owner: r.owner, token: r.token, transitionAt: r.transitionAt, head: r.queue.head()}
+	old, known := seen[mutex]
+	seen[mutex] = now
+	changed := !known || old != now
+	switch reserved := r.found && r.owner == "" && r.transitionAt > r.now; {
+	case reserved && changed:
+		p.hub.handoff(mutex, r.queue.head(), r.queue.next(), msDuration(r.transitionAt-r.now))
+	case r.record().Owner == "" && !reserved && changed:
+		p.hub.notify(mutex) // free: anyone may take it
+	}
+	for _, k := range p.hub.keys(mutex) {
+		if k != "" && (k == r.queue.head() || k == r.queue.next()) {
+			return true
+		}
+	}
+	return false
 }

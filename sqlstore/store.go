@@ -1,15 +1,15 @@
 package sqlstore
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	mydb "github.com/simba-go/simba/internal/db/mysql"
-	pgdb "github.com/simba-go/simba/internal/db/postgres"
 	litedb "github.com/simba-go/simba/internal/db/sqlite"
 	"github.com/simba-go/simba/lease"
 )
@@ -34,108 +34,57 @@ type Store struct {
 	eng     engine
 	dialect string // "postgres", "mysql" or "sqlite", for messages
 	retries int
+	handoff time.Duration
 	hub     *hub       // nil when push is off
 	hooks   grantHooks // what the push path learns from our calls
+	waits   waitSet    // contenders that may be queued
+	pruner  *pruner
+	stmts   *prepared // MySQL, SQLite: the statements prepared once per connection
+	tag     string    // PostgreSQL: the first letters of this Store's queue keys
 }
 
-// An Option configures a Store made by [NewPostgres], [NewMySQL] or
-// [NewSQLite].
-type Option func(*config) error
+// tagLen is the length of a PostgreSQL Store's tag.
+const tagLen = 8
 
-type config struct {
-	table     string
-	retries   int
-	push      bool
-	doorbells int
-	logger    *slog.Logger
-}
-
-// tableRE is an unquoted identifier, optionally prefixed by a schema (or,
-// on MySQL, a database) and a dot.
-var tableRE = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
-// WithTable makes the Store use table instead of [DefaultTable]: an
-// unquoted identifier of letters, digits and underscores (not starting with
-// a digit, at most 63 bytes), optionally prefixed by "schema." — for
-// example "app_locks" or "infra.leases". The name goes into the SQL as
-// written, unquoted, so it follows the server's usual rules (PostgreSQL
-// folds it to lower case) and must not be a reserved word.
-//
-// The migrations of package schema create simba_mutex only. To use another
-// name, create the table yourself: copy the up migration of your dialect
-// (schema/postgres or schema/mysql, 000001_create_simba_mutex.up.sql),
-// change the table name, and apply it with your migration tool.
-func WithTable(table string) Option {
-	return func(c *config) error {
-		if !tableRE.MatchString(table) {
-			return fmt.Errorf("%w: %q (want [schema.]name of letters, digits and _, not starting with a digit, each at most 63 bytes)",
-				ErrInvalidTable, table)
-		}
-		c.table = table
-		return nil
-	}
-}
-
-// WithRetries sets how many times a transient error is retried before it
-// is returned (default [DefaultRetries]; 0 never retries).
-func WithRetries(n int) Option {
-	return func(c *config) error {
-		if n < 0 || n > 100 {
-			return fmt.Errorf("%w: sqlstore: retries %d out of [0, 100]", lease.ErrInvalidArgument, n)
-		}
-		c.retries = n
-		return nil
-	}
-}
-
-// WithLogger makes the Store log, from its background goroutines only,
-// problems of its notification path (a LISTEN or doorbell connection that
-// failed). The default is silent.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: sqlstore: nil logger", lease.ErrInvalidArgument)
-		}
-		c.logger = l
-		return nil
-	}
-}
+// key is the queue key of contender in this Store.
+func (s *Store) key(contender string) string { return taggedKey(s.tag, contender) }
 
 // NewPostgres returns a Store on the PostgreSQL database db, opened with any
-// database/sql driver (pgx v5's stdlib, lib/pq). The table must exist (see
-// package schema). db stays the caller's: the Store never closes or
+// database/sql driver (pgx v5's stdlib, lib/pq). The tables must exist
+// (see package schema). db stays the caller's: the Store never closes or
 // configures it.
 func NewPostgres(db *sql.DB, opts ...Option) (*Store, error) {
 	c, err := newConfig(db, opts)
 	if err != nil {
 		return nil, err
 	}
-	dbtx := rewrite(db, c.table, pgdb.Acquire, pgdb.Renew, pgdb.Release, pgdb.Get, pgdb.List)
 	channel := channelName(c.table)
-	s := &Store{eng: pgEngine{db: dbtx, channel: channel}, dialect: "postgres", retries: c.retries, hooks: noHooks{}}
+	s := newStore(c, pgEngine{db: rewrite(db, c.table), channel: channel}, "postgres")
+	s.tag = newTag(tagLen)
 	if c.push {
 		s.hub = &hub{pool: db, linger: listenLinger}
-		s.hub.backend = &listener{db: db, channel: channel, hub: s.hub, log: c.logger}
+		s.hub.backend = &listener{db: db, channel: channel + "_" + s.tag, hub: s.hub, log: c.logger}
 	}
 	return s, nil
 }
 
 // NewMySQL returns a Store on the MySQL or MariaDB database db, opened with
 // github.com/go-sql-driver/mysql (no DSN parameter is required; the
-// session time zone and clientFoundRows do not matter). The table must
-// exist (see package schema). db stays the caller's: the Store never closes
-// or configures it.
+// session time zone and clientFoundRows do not matter). The tables must
+// exist (see package schema). db stays the caller's: the Store never
+// closes or configures it.
 func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 	c, err := newConfig(db, opts)
 	if err != nil {
 		return nil, err
 	}
-	dbtx := rewrite(db, c.table, mydb.Acquire, mydb.Renew, mydb.Release, mydb.Get, mydb.List)
-	s := &Store{eng: myEngine{db: dbtx}, dialect: "mysql", retries: c.retries, hooks: noHooks{}}
+	stmts := newPrepared(db, c.table, myAcquireReturning, mydb.Acquire, mydb.Release, mydb.Renew, mydb.Get)
+	s := newStore(c, myEngine{db: rewrite(stmts, c.table), table: c.table, floor: new(sync.Once), flavor: new(atomic.Int32)}, "mysql")
+	s.stmts = stmts
 	if c.push {
-		s.hub = &hub{pool: db}
-		bells := newDoorbells(db, c.table, c.doorbells, s.hub, c.logger)
-		s.hub.backend, s.hooks = bells, bells
+		s.hub = &hub{pool: db, hearers: 1} // doorbells hear once armed (bells.canWait)
+		b := newBells(db, c.table, c.doorbells, s.hub, c.logger)
+		s.hub.backend, s.hooks = b, b
 	}
 	return s, nil
 }
@@ -144,7 +93,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 // database/sql driver for SQLite 3.38 or later — the pure-Go
 // modernc.org/sqlite ("sqlite") needs no cgo. Every process that opens the
 // same file shares its mutexes; times come from SQLite's clock, the host's.
-// The table must exist (see package schema, dialect SQLite). Open the file
+// The tables must exist (see package schema, dialect SQLite). Open the file
 // in WAL mode with a busy timeout and immediate write transactions, for
 // example
 //
@@ -152,16 +101,18 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 //
 // A statement refused with SQLITE_BUSY or SQLITE_LOCKED did nothing and is
 // retried until ctx ends (at most 10 s). Push: while anyone waits, one
-// connection of the pool polls PRAGMA data_version every 20 ms, a local
-// read, and wakes waiters when the owner changes. db stays the caller's:
-// the Store never closes or configures it.
+// connection of the pool watches the file for commits (PRAGMA
+// data_version, a local read) and wakes the waiter a release hands the
+// mutex to. db stays the caller's: the Store never closes or configures
+// it.
 func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 	c, err := newConfig(db, opts)
 	if err != nil {
 		return nil, err
 	}
-	dbtx := rewrite(db, c.table, litedb.Acquire, litedb.Renew, litedb.Release, litedb.Get, litedb.List)
-	s := &Store{eng: liteEngine{db: dbtx}, dialect: "sqlite", retries: c.retries, hooks: noHooks{}}
+	stmts := newPrepared(db, c.table, litedb.Acquire, litedb.Release, litedb.Renew, litedb.Get)
+	s := newStore(c, liteEngine{db: rewrite(stmts, c.table)}, "sqlite")
+	s.stmts = stmts
 	if c.push {
 		s.hub = &hub{pool: db}
 		s.hub.backend = &poller{db: db, table: c.table, hub: s.hub, log: c.logger}
@@ -169,9 +120,15 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+func newStore(c config, eng engine, dialect string) *Store {
+	s := &Store{eng: eng, dialect: dialect, retries: c.retries, handoff: c.handoff, hooks: noHooks{}}
+	s.pruner = newPruner(s, c.retention, c.logger)
+	return s
+}
+
 func newConfig(db *sql.DB, opts []Option) (config, error) {
 	c := config{table: DefaultTable, retries: DefaultRetries, push: true, doorbells: DefaultDoorbells,
-		logger: slog.New(slog.DiscardHandler)}
+		handoff: DefaultHandoff, retention: DefaultRetention, logger: slog.New(slog.DiscardHandler)}
 	if db == nil {
 		return c, fmt.Errorf("%w: sqlstore: nil *sql.DB", lease.ErrInvalidArgument)
 	}
@@ -184,59 +141,4 @@ func newConfig(db *sql.DB, opts []Option) (config, error) {
 		}
 	}
 	return c, nil
-}
-
-// dbtx is what the generated queries run on (the DBTX of internal/db).
-type dbtx interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// tableWord matches the default table name as a whole word of a query.
-var tableWord = regexp.MustCompile(`\b` + DefaultTable + `\b`)
-
-// rewrite returns db itself for the default table, else a dbtx that runs
-// queries (the generated query texts) with table in place of the default
-// name. The texts are rewritten here, once; any other text passes through.
-func rewrite(db dbtx, table string, queries ...string) dbtx {
-	if table == DefaultTable {
-		return db
-	}
-	m := make(map[string]string, len(queries))
-	for _, q := range queries {
-		m[q] = tableWord.ReplaceAllLiteralString(q, table)
-	}
-	return renamed{db: db, queries: m}
-}
-
-// renamed runs the generated queries on another table. Its map is never
-// written after rewrite returns.
-type renamed struct {
-	db      dbtx
-	queries map[string]string
-}
-
-func (r renamed) q(query string) string {
-	if s, ok := r.queries[query]; ok {
-		return s
-	}
-	return query
-}
-
-func (r renamed) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return r.db.ExecContext(ctx, r.q(query), args...)
-}
-
-func (r renamed) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	return r.db.PrepareContext(ctx, r.q(query))
-}
-
-func (r renamed) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return r.db.QueryContext(ctx, r.q(query), args...)
-}
-
-func (r renamed) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return r.db.QueryRowContext(ctx, r.q(query), args...)
 }

@@ -232,9 +232,9 @@ func TestMissingTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close(context.Background())
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		start := time.Now()
 		_, err = m.Acquire(ctx, "m")
 		if !errors.Is(err, lease.ErrStoreSetup) || !strings.Contains(err.Error(), "migrations") {
 			t.Errorf("Acquire = %v, want ErrStoreSetup that names the migrations", err)

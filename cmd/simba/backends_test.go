@@ -31,9 +31,9 @@ func TestBackends(t *testing.T) {
 			name := uniqueName(t, "job")
 			if tc.schema {
 				migrate(t, e, "version", "0")
-				migrate(t, e, "up", "1")
-				migrate(t, e, "up", "1")
-				migrate(t, e, "version", "1")
+				migrate(t, e, "up", latestSchema)
+				migrate(t, e, "up", latestSchema)
+				migrate(t, e, "version", latestSchema)
 			} else if tc.name == "sqlite" {
 				migrate(t, e, "version", "0") // created on first use, not by migrate version
 			} else {
@@ -57,7 +57,7 @@ func TestBackends(t *testing.T) {
 				migrate(t, e, "down", "0")
 				oneErrorLine(t, e.run("run", name, "--", "true"), codeUnavailable)
 			case tc.name == "sqlite":
-				migrate(t, e, "version", "1")
+				migrate(t, e, "version", latestSchema)
 				migrate(t, e, "down", "0")
 				if r := e.run("run", name, "--", "true"); r.code != 0 {
 					t.Errorf("run after migrate down: exit %d, %s; want the schema created again", r.code, r.stderr)
@@ -69,6 +69,9 @@ func TestBackends(t *testing.T) {
 		})
 	}
 }
+
+// latestSchema is the version of the last migration of package schema.
+const latestSchema = "2"
 
 // migrate runs simba migrate op and checks the version it prints.
 func migrate(t *testing.T, e *env, op, version string) {

@@ -1,39 +1,138 @@
--- name: Acquire :one
 -- Every statement here reads the server's clock once (clock_timestamp() in
 -- the CTE n), decides expiry by it (a grant is live while
--- transition_at > now; an empty owner_id is a free mutex) and returns it as
--- now_ms, so the caller reports remaining durations only.
--- Grants the mutex when it is free or its transition has ended (token + 1),
--- extends it when owner_id already holds a live grant (token kept), and
--- otherwise changes nothing. Returns the row it wrote, or, when it wrote
--- none, the row as the statement's snapshot saw it (the owner that kept
--- it, in one round trip); no row when the mutex was inserted by a
--- transaction the snapshot does not see.
+-- transition_at > now; an empty owner_id is a free mutex) and returns it
+-- as now_ms, so the caller reports remaining durations only.
+--
+-- The wait queue (column queue, see schema/postgres/000002): entries of
+-- 29 characters, oldest first, each a contender's key (16 letters a-p,
+-- wkey) and the epoch ms at which the entry expires (13 digits). Keys are
+-- letters and times digits, so position(wkey IN queue) only ever finds a
+-- whole key, and times compare as strings. A free mutex (owner_id '')
+-- whose transition_at is still ahead is reserved for the first entry: the
+-- hand-off window of the last release. At most 128 entries (3712
+-- characters); a loser beyond that is not queued.
+
+-- name: Acquire :one
+-- Grants the mutex when it is free or its transition has ended (a new
+-- token: one more than the row's, or, for a new row, than the token floor
+-- and than the row as the statement's snapshot may still see it, so that
+-- a prune in between cannot lower it), unless it is reserved for another
+-- live waiter; extends it when owner_id already holds a live grant (token
+-- kept); otherwise changes nothing, or, when wait_ms > 0, queues wkey (a
+-- new entry at the tail, or its entry's expiry renewed in place once half
+-- of it has passed). A winner leaves the queue, and takes with it a head
+-- whose reservation lapsed unclaimed. Returns the row it wrote, or, when
+-- it wrote none, the row as the statement's snapshot saw it; no row when
+-- the mutex was inserted by a transaction the snapshot does not see.
 WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
 up AS (
-    INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version)
+    INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version, queue)
     SELECT sqlc.arg(mutex)::varchar, sqlc.arg(owner_id)::varchar, n.ms,
            n.ms + sqlc.arg(ttl_ms)::bigint, n.ms + sqlc.arg(ttl_ms)::bigint + sqlc.arg(transition_ms)::bigint,
-           1, 1
+           coalesce((SELECT max(f.token) FROM simba_mutex AS f WHERE f.mutex IN ('', sqlc.arg(mutex)::varchar)), 0) + 1,
+           1, ''
     FROM n
     ON CONFLICT (mutex) DO UPDATE SET
-        token         = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
+        token         = CASE WHEN m.transition_at <= EXCLUDED.acquired_at
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> sqlc.arg(wkey)::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
                              THEN m.token + 1 ELSE m.token END,
-        acquired_at   = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
+        acquired_at   = CASE WHEN m.transition_at <= EXCLUDED.acquired_at
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> sqlc.arg(wkey)::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
                              THEN EXCLUDED.acquired_at ELSE m.acquired_at END,
-        owner_id      = EXCLUDED.owner_id,
-        ttl_at        = EXCLUDED.ttl_at,
-        transition_at = EXCLUDED.transition_at,
-        version       = m.version + 1
-    WHERE m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
-    RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at
+        owner_id      = CASE WHEN m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> sqlc.arg(wkey)::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+                             THEN EXCLUDED.owner_id ELSE m.owner_id END,
+        ttl_at        = CASE WHEN m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> sqlc.arg(wkey)::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+                             THEN EXCLUDED.ttl_at ELSE m.ttl_at END,
+        transition_at = CASE WHEN m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> sqlc.arg(wkey)::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+                             THEN EXCLUDED.transition_at ELSE m.transition_at END,
+        version       = m.version + 1,
+        queue         = CASE
+            WHEN m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> sqlc.arg(wkey)::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+            THEN replace(CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= EXCLUDED.acquired_at AND left(m.queue, 16) <> sqlc.arg(wkey)::text THEN substr(m.queue, 30) ELSE m.queue END,
+                         sqlc.arg(wkey)::text || substr(CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= EXCLUDED.acquired_at AND left(m.queue, 16) <> sqlc.arg(wkey)::text THEN substr(m.queue, 30) ELSE m.queue END, position(sqlc.arg(wkey)::text IN CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= EXCLUDED.acquired_at AND left(m.queue, 16) <> sqlc.arg(wkey)::text THEN substr(m.queue, 30) ELSE m.queue END) + 16, 13), '')
+            WHEN position(sqlc.arg(wkey)::text IN m.queue) = 0
+            THEN m.queue || sqlc.arg(wkey)::text || lpad((EXCLUDED.acquired_at + sqlc.arg(wait_ms)::bigint)::text, 13, '0')
+            ELSE replace(m.queue, sqlc.arg(wkey)::text || substr(m.queue, position(sqlc.arg(wkey)::text IN m.queue) + 16, 13), sqlc.arg(wkey)::text || lpad((EXCLUDED.acquired_at + sqlc.arg(wait_ms)::bigint)::text, 13, '0'))
+            END
+    WHERE m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> sqlc.arg(wkey)::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+       OR sqlc.arg(wait_ms)::bigint > 0
+          AND (position(sqlc.arg(wkey)::text IN m.queue) = 0 AND length(m.queue) < 3712
+               OR position(sqlc.arg(wkey)::text IN m.queue) > 0 AND substr(m.queue, position(sqlc.arg(wkey)::text IN m.queue) + 16, 13) < lpad((EXCLUDED.acquired_at + sqlc.arg(wait_ms)::bigint / 2)::text, 13, '0'))
+    RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue
 )
-SELECT up.owner_id, up.token, up.ttl_at, up.transition_at, (SELECT n.ms FROM n)::bigint AS now_ms
+SELECT up.owner_id, up.token, up.ttl_at, up.transition_at, up.queue, (SELECT n.ms FROM n)::bigint AS now_ms
 FROM up
 UNION ALL
-SELECT s.owner_id, s.token, s.ttl_at, s.transition_at, (SELECT n.ms FROM n)::bigint AS now_ms
+SELECT s.owner_id, s.token, s.ttl_at, s.transition_at, s.queue, (SELECT n.ms FROM n)::bigint AS now_ms
 FROM simba_mutex AS s
 WHERE s.mutex = sqlc.arg(mutex) AND NOT EXISTS (SELECT 1 FROM up);
+
+-- name: Release :one
+-- Ends the live grant of owner_id with token (the token column is kept, so
+-- the next grant's token is greater) and withdraws wkey from the queue in
+-- any case (token 0 only withdraws). Expired entries leave the queue on the
+-- way. When a release leaves live waiters, the mutex is reserved for the
+-- first one for window_ms (transition_at ahead, owner_id empty), and a
+-- notification on channel (none when channel is '') names it and the next
+-- one: "HEAD" "NEXT" (16 letters each; dashes when there is no next)
+-- window_ms ":" mutex. So does a withdrawal by the reserved head when
+-- others wait. Nobody waiting, no notification: a notifying commit
+-- serializes on a server-wide lock. Returns released (1 when the grant
+-- ended) and notified.
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
+rel AS (
+    UPDATE simba_mutex AS m SET
+        owner_id      = '',
+        ttl_at        = n.ms,
+        transition_at = CASE WHEN (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
+                      FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
+                            FROM generate_series(1, length(m.queue) / 29) AS i) AS e
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> sqlc.arg(wkey)::text) <> ''
+                             THEN n.ms + sqlc.arg(window_ms)::bigint ELSE n.ms END,
+        queue         = (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
+                      FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
+                            FROM generate_series(1, length(m.queue) / 29) AS i) AS e
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> sqlc.arg(wkey)::text),
+        version       = m.version + 1
+    FROM n
+    WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token = sqlc.arg(token)
+      AND m.transition_at > n.ms
+    RETURNING m.queue, m.transition_at = n.ms + sqlc.arg(window_ms)::bigint AS fresh
+),
+wd AS (
+    UPDATE simba_mutex AS m SET
+        transition_at = CASE WHEN m.owner_id = '' AND m.transition_at > n.ms AND left(m.queue, 16) = sqlc.arg(wkey)::text
+                             THEN CASE WHEN (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
+                      FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
+                            FROM generate_series(1, length(m.queue) / 29) AS i) AS e
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> sqlc.arg(wkey)::text) <> ''
+                                       THEN n.ms + sqlc.arg(window_ms)::bigint ELSE n.ms END
+                             ELSE m.transition_at END,
+        queue         = (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
+                      FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
+                            FROM generate_series(1, length(m.queue) / 29) AS i) AS e
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> sqlc.arg(wkey)::text),
+        version       = m.version + 1
+    FROM n
+    WHERE m.mutex = sqlc.arg(mutex) AND position(sqlc.arg(wkey)::text IN m.queue) > 0 AND NOT EXISTS (SELECT 1 FROM rel)
+    RETURNING m.queue, m.owner_id = '' AND m.transition_at = n.ms + sqlc.arg(window_ms)::bigint AS fresh
+)
+SELECT (SELECT count(*) FROM rel)::bigint AS released,
+       (SELECT count(*)
+        FROM (SELECT r.queue, r.fresh FROM rel AS r UNION ALL SELECT w.queue, w.fresh FROM wd AS w) AS x,
+             LATERAL (SELECT DISTINCT left(e.k, 8) AS tag
+                      FROM (VALUES (left(x.queue, 16)), (substr(x.queue, 30, 16))) AS e(k)
+                      WHERE e.k <> '') AS t,
+             LATERAL (SELECT pg_notify(sqlc.arg(channel)::text || '_' || t.tag,
+                                       left(x.queue, 16) || rpad(substr(x.queue, 30, 16), 16, '-')
+                                       || sqlc.arg(window_ms)::bigint::text || ':' || sqlc.arg(mutex)::text)
+                      WHERE x.fresh AND x.queue <> '' AND sqlc.arg(channel)::text <> '') AS notified
+       )::bigint AS notified;
 
 -- name: Renew :one
 -- Extends the live grant of owner_id with token from now; no row when that
@@ -48,31 +147,39 @@ WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token 
   AND m.transition_at > n.ms
 RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, n.ms AS now_ms;
 
--- name: Release :one
--- Ends the live grant of owner_id with token: the mutex is free from now
--- on. The token column is kept, so the next grant's token is greater.
--- When it ends a grant it also sends a notification on channel with the
--- mutex name as payload, delivered at commit to the stores LISTENing on it
--- (waiters try to acquire at once instead of at the transition end).
--- Returns 1 when it ended the grant, else 0.
+-- name: RenewMany :many
+-- Renews, as Renew, each grant of batch: a JSON array of objects with
+-- mutex, owner_id, token, ttl_ms and transition_ms. Returns one row per
+-- element: renewed, and the row after the renewal, or as the statement's
+-- snapshot saw it when the grant was not renewed (owner_id empty for an
+-- unknown mutex).
 WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
+r AS (
+    SELECT (e.value ->> 'mutex')::text AS mutex, (e.value ->> 'owner_id')::text AS owner_id,
+           (e.value ->> 'token')::bigint AS token, (e.value ->> 'ttl_ms')::bigint AS ttl_ms,
+           (e.value ->> 'transition_ms')::bigint AS transition_ms
+    FROM jsonb_array_elements(sqlc.arg(batch)::jsonb) AS e
+),
 u AS (
     UPDATE simba_mutex AS m SET
-        owner_id      = '',
-        ttl_at        = n.ms,
-        transition_at = n.ms,
+        ttl_at        = n.ms + r.ttl_ms,
+        transition_at = n.ms + r.ttl_ms + r.transition_ms,
         version       = m.version + 1
-    FROM n
-    WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token = sqlc.arg(token)
-      AND m.transition_at > n.ms
-    RETURNING m.mutex
+    FROM n, r
+    WHERE m.mutex = r.mutex AND m.owner_id = r.owner_id AND m.token = r.token AND m.transition_at > n.ms
+    RETURNING m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at
 )
-SELECT count(*) AS released
-FROM u, LATERAL (SELECT pg_notify(sqlc.arg(channel)::text, u.mutex)) AS notified;
+SELECT r.mutex::text AS mutex, (u.mutex IS NOT NULL)::boolean AS renewed,
+       coalesce(u.owner_id, s.owner_id, '')::text AS owner_id, coalesce(u.token, s.token, 0)::bigint AS token,
+       coalesce(u.ttl_at, s.ttl_at, 0)::bigint AS ttl_at, coalesce(u.transition_at, s.transition_at, 0)::bigint AS transition_at,
+       (SELECT n.ms FROM n)::bigint AS now_ms
+FROM r
+LEFT JOIN u ON u.mutex = r.mutex
+LEFT JOIN simba_mutex AS s ON s.mutex = r.mutex;
 
 -- name: Get :one
 -- Reads a mutex with the server's now; no row for an unknown mutex.
-SELECT m.owner_id, m.token, m.ttl_at, m.transition_at,
+SELECT m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue,
        (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 FROM simba_mutex AS m
 WHERE m.mutex = sqlc.arg(mutex);
@@ -84,3 +191,27 @@ SELECT m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at,
 FROM simba_mutex AS m
 WHERE m.owner_id <> '' AND m.transition_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
 ORDER BY m.mutex;
+
+-- name: Prune :one
+-- Deletes at most max_rows rows that have been free for retention_ms or
+-- longer (their transition, or the hand-off window of their release, ended
+-- that long ago) and, in the same transaction, raises the token floor (the
+-- row whose mutex is '') to their highest token: a name whose row is
+-- deleted starts again above every token it had. Returns how many rows it
+-- deleted.
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
+d AS (
+    DELETE FROM simba_mutex AS m
+    USING n
+    WHERE m.mutex IN (SELECT p.mutex FROM simba_mutex AS p, n
+                      WHERE p.mutex <> '' AND p.transition_at <= n.ms - sqlc.arg(retention_ms)::bigint
+                      LIMIT sqlc.arg(max_rows)::bigint)
+      AND m.mutex <> '' AND m.transition_at <= n.ms - sqlc.arg(retention_ms)::bigint
+    RETURNING m.token
+),
+f AS (
+    INSERT INTO simba_mutex AS m (mutex, token)
+    SELECT '', max(d.token) FROM d HAVING count(*) > 0
+    ON CONFLICT (mutex) DO UPDATE SET token = greatest(m.token, EXCLUDED.token), version = m.version + 1
+)
+SELECT count(*)::bigint AS pruned FROM d;

@@ -4,6 +4,10 @@
 
 package mydb
 
+import (
+	"database/sql"
+)
+
 type SimbaMutex struct {
 	Mutex        []byte
 	OwnerID      []byte
@@ -12,4 +16,6 @@ type SimbaMutex struct {
 	TransitionAt int64
 	Token        int64
 	Version      int64
+	Queue        []byte
+	GrantKey     sql.NullString
 }

@@ -8,26 +8,49 @@ package mydb
 import (
 	"context"
 	"database/sql"
+	"strings"
 )
 
 const Acquire = `-- name: Acquire :execresult
-INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version)
+
+INSERT INTO simba_mutex (mutex, simba_mutex.owner_id, simba_mutex.acquired_at, simba_mutex.ttl_at, simba_mutex.transition_at, simba_mutex.token, simba_mutex.version, simba_mutex.queue)
 VALUES (
     ?, ?,
     (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
     (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED),
     (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED),
-    1, 1)
+    LAST_INSERT_ID((SELECT COALESCE(MAX(f.token), 0) + 1
+                    FROM (SELECT g.token FROM simba_mutex AS g WHERE g.mutex = '' LOCK IN SHARE MODE) AS f)),
+    1,
+    CONCAT(CAST(? AS BINARY), LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED), 13, '0')))
 ON DUPLICATE KEY UPDATE
-    version       = IF(owner_id = '' OR transition_at <= VALUES(acquired_at) OR owner_id = VALUES(owner_id),
-                       version + 1, version),
-    token         = IF(owner_id = '' OR transition_at <= VALUES(acquired_at), token + 1, token),
-    acquired_at   = IF(owner_id = '' OR transition_at <= VALUES(acquired_at), VALUES(acquired_at), acquired_at),
-    ttl_at        = IF(owner_id = '' OR transition_at <= VALUES(acquired_at) OR owner_id = VALUES(owner_id),
-                       VALUES(ttl_at), ttl_at),
-    owner_id      = IF(owner_id = '' OR transition_at <= VALUES(acquired_at) OR owner_id = VALUES(owner_id),
-                       VALUES(owner_id), owner_id),
-    transition_at = IF(owner_id = VALUES(owner_id), VALUES(transition_at), transition_at)
+    simba_mutex.version       = IF(IF(simba_mutex.transition_at <= VALUES(acquired_at)
+                      OR simba_mutex.owner_id = '' AND NOT (SUBSTRING(simba_mutex.queue, 1, 16) <> SUBSTRING(VALUES(queue), 1, 16) AND SUBSTRING(simba_mutex.queue, 17, 13) > LPAD(VALUES(acquired_at), 13, '0')),
+                   IF(simba_mutex.owner_id = '' AND simba_mutex.ttl_at < simba_mutex.transition_at AND simba_mutex.transition_at <= VALUES(acquired_at) AND SUBSTRING(simba_mutex.queue, 1, 16) <> SUBSTRING(VALUES(queue), 1, 16), 3, 1),
+                   IF(simba_mutex.owner_id = VALUES(owner_id), 2, 0)) > 0
+                       OR SUBSTRING(VALUES(queue), 17, 13) > LPAD(VALUES(acquired_at), 13, '0')
+                   AND (LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) = 0 AND LENGTH(simba_mutex.queue) < 3712
+                        OR LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) > 0 AND SUBSTRING(simba_mutex.queue, LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) + 16, 13) < LPAD(VALUES(acquired_at) + LEAST(2 * (VALUES(transition_at) - VALUES(acquired_at)), 2592000000) DIV 2, 13, '0')),
+                       simba_mutex.version + 1, simba_mutex.version)
+                    + 0 * LAST_INSERT_ID(IF(simba_mutex.transition_at <= VALUES(acquired_at)
+                      OR simba_mutex.owner_id = '' AND NOT (SUBSTRING(simba_mutex.queue, 1, 16) <> SUBSTRING(VALUES(queue), 1, 16) AND SUBSTRING(simba_mutex.queue, 17, 13) > LPAD(VALUES(acquired_at), 13, '0')),
+                   IF(simba_mutex.owner_id = '' AND simba_mutex.ttl_at < simba_mutex.transition_at AND simba_mutex.transition_at <= VALUES(acquired_at) AND SUBSTRING(simba_mutex.queue, 1, 16) <> SUBSTRING(VALUES(queue), 1, 16), 3, 1),
+                   IF(simba_mutex.owner_id = VALUES(owner_id), 2, 0))),
+    simba_mutex.token         = IF(LAST_INSERT_ID() IN (1, 3), simba_mutex.token + 1, simba_mutex.token),
+    simba_mutex.acquired_at   = IF(LAST_INSERT_ID() IN (1, 3), VALUES(acquired_at), simba_mutex.acquired_at),
+    simba_mutex.ttl_at        = IF(LAST_INSERT_ID() > 0, VALUES(ttl_at), simba_mutex.ttl_at),
+    simba_mutex.transition_at = IF(LAST_INSERT_ID() > 0, VALUES(transition_at), simba_mutex.transition_at),
+    simba_mutex.owner_id      = IF(LAST_INSERT_ID() > 0, VALUES(owner_id), simba_mutex.owner_id),
+    simba_mutex.queue         = IF(LAST_INSERT_ID() = 3, SUBSTRING(simba_mutex.queue, 30), simba_mutex.queue),
+    simba_mutex.queue         = IF(LAST_INSERT_ID() > 0,
+                       REPLACE(simba_mutex.queue, CONCAT(SUBSTRING(VALUES(queue), 1, 16), SUBSTRING(simba_mutex.queue, LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) + 16, 13)), ''),
+                       IF(SUBSTRING(VALUES(queue), 17, 13) > LPAD(VALUES(acquired_at), 13, '0')
+                   AND (LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) = 0 AND LENGTH(simba_mutex.queue) < 3712
+                        OR LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) > 0 AND SUBSTRING(simba_mutex.queue, LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) + 16, 13) < LPAD(VALUES(acquired_at) + LEAST(2 * (VALUES(transition_at) - VALUES(acquired_at)), 2592000000) DIV 2, 13, '0')),
+                          IF(LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) = 0, CONCAT(simba_mutex.queue, SUBSTRING(VALUES(queue), 1, 16), LPAD(VALUES(acquired_at) + LEAST(2 * (VALUES(transition_at) - VALUES(acquired_at)), 2592000000), 13, '0')),
+                             REPLACE(simba_mutex.queue, CONCAT(SUBSTRING(VALUES(queue), 1, 16), SUBSTRING(simba_mutex.queue, LOCATE(SUBSTRING(VALUES(queue), 1, 16), simba_mutex.queue) + 16, 13)), CONCAT(SUBSTRING(VALUES(queue), 1, 16), LPAD(VALUES(acquired_at) + LEAST(2 * (VALUES(transition_at) - VALUES(acquired_at)), 2592000000), 13, '0')))),
+                          simba_mutex.queue)),
+    simba_mutex.version       = simba_mutex.version + 0 * LAST_INSERT_ID(IF(LAST_INSERT_ID() > 0, simba_mutex.token, 0))
 `
 
 type AcquireParams struct {
@@ -35,6 +58,8 @@ type AcquireParams struct {
 	OwnerID      []byte
 	TtlMs        int64
 	TransitionMs int64
+	Wkey         interface{}
+	Enqueue      int64
 }
 
 // Every statement here decides expiry by the server's clock (a grant is
@@ -46,16 +71,45 @@ type AcquireParams struct {
 // whole minutes), so the session time zone cannot shift it; both are fixed
 // for the whole statement. (sqlc v1.31's MySQL catalog does not know
 // UTC_TIMESTAMP(3), so TIMESTAMPDIFF over it cannot be used.)
-// Grants the mutex when it is free or its transition has ended (token + 1),
-// extends it when owner_id already holds a live grant (token kept), and
-// changes nothing when someone else holds it. MySQL evaluates the
-// assignments left to right and later ones see earlier results, so every
-// condition reads owner_id and transition_at before they are assigned,
-// and transition_at's own condition reads the new owner_id: after its
-// assignment, owner_id = VALUES(owner_id) exactly when the row is written.
-// VALUES(acquired_at) is this statement's now. The outcome is read back
-// with Get; RowsAffected (1 insert, 2 update, 0 unchanged, but 1 for
-// unchanged with clientFoundRows) is never trusted.
+//
+// The wait queue (column queue, see schema/mysql/000002): entries of 29
+// bytes, oldest first, each a contender's key (16 letters a-p, wkey) and
+// the epoch ms at which the entry expires (13 digits). Keys are letters and
+// times digits, so LOCATE(wkey, queue) only ever finds a whole key, and
+// times compare as strings. A free mutex (owner_id ”) whose transition_at
+// is still ahead is reserved for the first entry: the hand-off window of
+// the last release. At most 128 entries; a loser beyond that is not queued.
+//
+// MySQL evaluates the assignments of an UPDATE (and of ON DUPLICATE KEY
+// UPDATE) left to right, later ones seeing earlier results. So the first
+// assignment decides, from the row as it was, what the statement does and
+// keeps the decision in LAST_INSERT_ID(decision), which the later
+// assignments read back with LAST_INSERT_ID() (the value is the session's
+// at once); the client also gets the last value set in the reply (the OK
+// packet's insert id).
+// Grants the mutex when it is free or its transition has ended (a new
+// token: one more than the row's, or, for a new row, than the token floor,
+// read with a shared lock so that a prune, which raises the floor before it
+// deletes a row, either came before this statement or waits for it; only
+// the floor row is read, so a new name takes no gap lock), unless it is
+// reserved for another live waiter;
+// extends it when owner_id already holds a live grant (token kept);
+// otherwise changes nothing, or, when enqueue is 1, queues wkey (a new
+// entry at the tail, expiring 2 × (ttl + transition) from now, or its
+// entry's expiry renewed in place once half of that has passed). A winner
+// leaves the queue, and takes with it a head whose reservation lapsed
+// unclaimed. The decision: 1 grant, 3 grant after a lapsed reservation, 2
+// extension, 0 lost. The reply's insert id is the token when owner_id
+// holds the mutex after the statement, else 0.
+// sqlc (v1.31) binds no parameter in ON DUPLICATE KEY UPDATE, so wkey and
+// enqueue travel in VALUES(queue): wkey and now + enqueue as an entry,
+// which expires within a millisecond. A new row (the caller holds it)
+// starts with that entry; it leaves with the holder's release, or expires.
+// MariaDB runs the statement with a RETURNING clause (added by sqlstore:
+// sqlc's MySQL parser has none) that returns the row in the same round
+// trip; MySQL reads a lost attempt back with Get. RowsAffected (1 insert,
+// 2 update, 0 unchanged, but 1 for unchanged with clientFoundRows) is
+// never trusted.
 func (q *Queries) Acquire(ctx context.Context, db DBTX, arg AcquireParams) (sql.Result, error) {
 	return db.ExecContext(ctx, Acquire,
 		arg.Mutex,
@@ -63,11 +117,25 @@ func (q *Queries) Acquire(ctx context.Context, db DBTX, arg AcquireParams) (sql.
 		arg.TtlMs,
 		arg.TtlMs,
 		arg.TransitionMs,
+		arg.Wkey,
+		arg.Enqueue,
 	)
 }
 
+const EnsureFloor = `-- name: EnsureFloor :exec
+INSERT IGNORE INTO simba_mutex (mutex) VALUES ('')
+`
+
+// Creates the token floor row (mutex ”, token 0) if it is missing: a new
+// name's acquire then reads, and share-locks, one existing row, which
+// takes no gap lock. A Store runs it once, before its first acquire.
+func (q *Queries) EnsureFloor(ctx context.Context, db DBTX) error {
+	_, err := db.ExecContext(ctx, EnsureFloor)
+	return err
+}
+
 const Get = `-- name: Get :one
-SELECT owner_id, token, ttl_at, transition_at,
+SELECT owner_id, token, ttl_at, transition_at, queue,
        CAST((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AS SIGNED) AS now_ms
 FROM simba_mutex
 WHERE mutex = ?
@@ -78,6 +146,7 @@ type GetRow struct {
 	Token        int64
 	TtlAt        int64
 	TransitionAt int64
+	Queue        []byte
 	NowMs        int64
 }
 
@@ -90,9 +159,69 @@ func (q *Queries) Get(ctx context.Context, db DBTX, mutex []byte) (GetRow, error
 		&i.Token,
 		&i.TtlAt,
 		&i.TransitionAt,
+		&i.Queue,
 		&i.NowMs,
 	)
 	return i, err
+}
+
+const GetMany = `-- name: GetMany :many
+SELECT mutex, owner_id, token, ttl_at, transition_at, queue,
+       CAST((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AS SIGNED) AS now_ms
+FROM simba_mutex
+WHERE mutex IN (/*SLICE:mutexes*/?)
+`
+
+type GetManyRow struct {
+	Mutex        []byte
+	OwnerID      []byte
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	Queue        []byte
+	NowMs        int64
+}
+
+// Reads the listed mutexes with the server's now.
+func (q *Queries) GetMany(ctx context.Context, db DBTX, mutexes [][]byte) ([]GetManyRow, error) {
+	query := GetMany
+	var queryParams []interface{}
+	if len(mutexes) > 0 {
+		for _, v := range mutexes {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", strings.Repeat(",?", len(mutexes))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", "NULL", 1)
+	}
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GetManyRow
+	for rows.Next() {
+		var i GetManyRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.Queue,
+			&i.NowMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const List = `-- name: List :many
@@ -143,37 +272,202 @@ func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
 	return items, nil
 }
 
-const Release = `-- name: Release :execrows
-UPDATE simba_mutex SET
-    owner_id      = '',
-    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
-    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
-    version       = version + 1
-WHERE mutex = ? AND owner_id = ? AND token = ?
-  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+const Prunable = `-- name: Prunable :many
+SELECT mutex, token
+FROM simba_mutex
+WHERE mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(? AS SIGNED)
+LIMIT ?
 `
 
-type ReleaseParams struct {
-	Mutex   []byte
-	OwnerID []byte
-	Token   int64
+type PrunableParams struct {
+	RetentionMs int64
+	Limit       int32
 }
 
-// Ends the live grant of owner_id with token: the mutex is free from now
-// on. The token column is kept, so the next grant's token is greater.
-func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (int64, error) {
-	result, err := db.ExecContext(ctx, Release, arg.Mutex, arg.OwnerID, arg.Token)
+type PrunableRow struct {
+	Mutex []byte
+	Token int64
+}
+
+// The first step of a prune: at most max_rows rows free for retention_ms
+// or longer (their transition, or the hand-off window of their release,
+// ended that long ago), with their tokens. A plain read: it locks nothing.
+func (q *Queries) Prunable(ctx context.Context, db DBTX, arg PrunableParams) ([]PrunableRow, error) {
+	rows, err := db.QueryContext(ctx, Prunable, arg.RetentionMs, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PrunableRow
+	for rows.Next() {
+		var i PrunableRow
+		if err := rows.Scan(&i.Mutex, &i.Token); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const Prune = `-- name: Prune :execrows
+DELETE FROM simba_mutex
+WHERE mutex IN (/*SLICE:mutexes*/?)
+  AND mutex <> '' AND transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) - CAST(? AS SIGNED)
+  AND token <= CAST(? AS SIGNED)
+`
+
+type PruneParams struct {
+	Mutexes     [][]byte
+	RetentionMs int64
+	Floor       int64
+}
+
+// The last step: deletes the rows Prunable named that are still free for
+// retention_ms or longer and whose token is at most floor, the value
+// RaiseFloor returned (a row taken and freed since may have a greater
+// token: it stays). Each row is found by its key, so only those rows are
+// locked.
+func (q *Queries) Prune(ctx context.Context, db DBTX, arg PruneParams) (int64, error) {
+	query := Prune
+	var queryParams []interface{}
+	if len(arg.Mutexes) > 0 {
+		for _, v := range arg.Mutexes {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", strings.Repeat(",?", len(arg.Mutexes))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.RetentionMs)
+	queryParams = append(queryParams, arg.Floor)
+	result, err := db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected()
 }
 
-const Renew = `-- name: Renew :execrows
+const RaiseFloor = `-- name: RaiseFloor :execresult
+INSERT INTO simba_mutex (mutex, token) VALUES ('', CAST(? AS SIGNED))
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token, VALUES(token))), version = version + 1
+`
+
+// The second step: raises the token floor (the row whose mutex is ”) to
+// at least floor, the highest token Prunable returned. The reply's insert
+// id is the floor after it.
+func (q *Queries) RaiseFloor(ctx context.Context, db DBTX, floor int64) (sql.Result, error) {
+	return db.ExecContext(ctx, RaiseFloor, floor)
+}
+
+const Release = `-- name: Release :execresult
 UPDATE simba_mutex SET
-    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED),
-    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED),
     version       = version + 1
+                    + 0 * LAST_INSERT_ID(IF(owner_id = ? AND token = ? AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 1,
+                                            IF(owner_id = '' AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AND SUBSTRING(queue, 1, 16) = CAST(? AS BINARY), 3, 2))),
+    queue         = REPLACE(queue, CONCAT(CAST(? AS BINARY), SUBSTRING(queue, LOCATE(CAST(? AS BINARY), queue) + 16, 13)), ''),
+    queue         = SUBSTRING(queue, 1 + 29 * IF(SUBSTRING(queue, 17, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 0,
+                                             IF(SUBSTRING(queue, 46, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 1,
+                                             IF(SUBSTRING(queue, 75, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 2, 3)))),
+    transition_at = IF(LAST_INSERT_ID() IN (1, 3),
+                       IF(queue <> '', (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED), (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)),
+                       transition_at),
+    ttl_at        = IF(LAST_INSERT_ID() = 1, (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), ttl_at),
+    owner_id      = IF(LAST_INSERT_ID() = 1, '', owner_id)
+WHERE mutex = ?
+  AND (owner_id = ? AND token = ? AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) OR LOCATE(CAST(? AS BINARY), queue) > 0)
+`
+
+type ReleaseParams struct {
+	OwnerID  []byte
+	Token    int64
+	Wkey     interface{}
+	WindowMs int64
+	Mutex    []byte
+}
+
+// Ends the live grant of owner_id with token (the token column is kept, so
+// the next grant's token is greater) and withdraws wkey from the queue in
+// any case (token 0 only withdraws); up to three expired entries at the
+// head leave the queue on the way. When a release leaves live waiters, the
+// mutex is reserved for the first one for window_ms (transition_at ahead,
+// owner_id empty); so it is when the reserved head withdraws and others
+// wait. The decision, also the reply's insert id: 1 released, 3 the
+// reserved head withdrew, 2 withdrew; no row changed: nothing to do.
+func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (sql.Result, error) {
+	return db.ExecContext(ctx, Release,
+		arg.OwnerID,
+		arg.Token,
+		arg.Wkey,
+		arg.Wkey,
+		arg.Wkey,
+		arg.WindowMs,
+		arg.Mutex,
+		arg.OwnerID,
+		arg.Token,
+		arg.Wkey,
+	)
+}
+
+const ReleaseBells = `-- name: ReleaseBells :execresult
+UPDATE simba_mutex SET
+    version       = version + 1
+                    + 0 * LAST_INSERT_ID(IF(owner_id = ? AND token = ? AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 1,
+                                            IF(owner_id = '' AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AND SUBSTRING(queue, 1, 16) = CAST(? AS BINARY), 3, 2)))
+                    + 0 * COALESCE(RELEASE_ALL_LOCKS(), 0),
+    queue         = REPLACE(queue, CONCAT(CAST(? AS BINARY), SUBSTRING(queue, LOCATE(CAST(? AS BINARY), queue) + 16, 13)), ''),
+    queue         = SUBSTRING(queue, 1 + 29 * IF(SUBSTRING(queue, 17, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 0,
+                                             IF(SUBSTRING(queue, 46, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 1,
+                                             IF(SUBSTRING(queue, 75, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'), 2, 3)))),
+    transition_at = IF(LAST_INSERT_ID() IN (1, 3),
+                       IF(queue <> '', (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED), (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)),
+                       transition_at),
+    ttl_at        = IF(LAST_INSERT_ID() = 1, (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), ttl_at),
+    owner_id      = IF(LAST_INSERT_ID() = 1, '', owner_id)
+WHERE mutex = ?
+  AND (owner_id = ? AND token = ? AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) OR LOCATE(CAST(? AS BINARY), queue) > 0)
+`
+
+type ReleaseBellsParams struct {
+	OwnerID  []byte
+	Token    int64
+	Wkey     interface{}
+	WindowMs int64
+	Mutex    []byte
+}
+
+// Release, run on the connection that holds owner_id's doorbell (its
+// waiter's, kept while it holds the mutex): it also lets every named lock
+// of the session go when it changes the row, which wakes the next waiter
+// without a statement of its own. The lock goes before the commit; the
+// waiter's acquire then waits for the row lock, and sees the release.
+func (q *Queries) ReleaseBells(ctx context.Context, db DBTX, arg ReleaseBellsParams) (sql.Result, error) {
+	return db.ExecContext(ctx, ReleaseBells,
+		arg.OwnerID,
+		arg.Token,
+		arg.Wkey,
+		arg.Wkey,
+		arg.Wkey,
+		arg.WindowMs,
+		arg.Mutex,
+		arg.OwnerID,
+		arg.Token,
+		arg.Wkey,
+	)
+}
+
+const Renew = `-- name: Renew :execresult
+UPDATE simba_mutex SET
+    version       = version + 1
+                    + 0 * LAST_INSERT_ID(1 + (SUBSTRING(queue, 17, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0')
+                                              OR SUBSTRING(queue, GREATEST(LENGTH(queue) - 12, 1), 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'))),
+    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED),
+    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED)
 WHERE mutex = ? AND owner_id = ? AND token = ?
   AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
 `
@@ -189,8 +483,10 @@ type RenewParams struct {
 // Extends the live grant of owner_id with token from now; 0 rows when that
 // grant is not the current one or its transition has ended. version
 // always changes, so the count is the same with or without clientFoundRows.
-func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (int64, error) {
-	result, err := db.ExecContext(ctx, Renew,
+// The reply's insert id is 2 when the queue's first or last entry is live
+// (others wait: the holder takes its doorbell), else 1.
+func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (sql.Result, error) {
+	return db.ExecContext(ctx, Renew,
 		arg.TtlMs,
 		arg.TtlMs,
 		arg.TransitionMs,
@@ -198,8 +494,49 @@ func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (int64, e
 		arg.OwnerID,
 		arg.Token,
 	)
-	if err != nil {
-		return 0, err
+}
+
+const RenewBatch = `-- name: RenewBatch :exec
+UPDATE simba_mutex SET
+    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED),
+    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED),
+    version       = version + 1
+WHERE mutex IN (/*SLICE:mutexes*/?)
+  AND grant_key IN (/*SLICE:grants*/?)
+  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+`
+
+type RenewBatchParams struct {
+	TtlMs        int64
+	TransitionMs int64
+	Mutexes      [][]byte
+	Grants       []sql.NullString
+}
+
+// Renews, as Renew, every live grant named in grants (mutex, NUL, owner_id,
+// NUL, token in decimal) of the mutexes listed; GetMany reads the outcome.
+func (q *Queries) RenewBatch(ctx context.Context, db DBTX, arg RenewBatchParams) error {
+	query := RenewBatch
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.TtlMs)
+	queryParams = append(queryParams, arg.TtlMs)
+	queryParams = append(queryParams, arg.TransitionMs)
+	if len(arg.Mutexes) > 0 {
+		for _, v := range arg.Mutexes {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", strings.Repeat(",?", len(arg.Mutexes))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", "NULL", 1)
 	}
-	return result.RowsAffected()
+	if len(arg.Grants) > 0 {
+		for _, v := range arg.Grants {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:grants*/?", strings.Repeat(",?", len(arg.Grants))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:grants*/?", "NULL", 1)
+	}
+	_, err := db.ExecContext(ctx, query, queryParams...)
+	return err
 }

@@ -12,4 +12,5 @@ type SimbaMutex struct {
 	TransitionAt int64
 	Token        int64
 	Version      int64
+	Queue        string
 }

@@ -7,32 +7,56 @@ package pgdb
 
 import (
 	"context"
+	"encoding/json"
 )
 
 const Acquire = `-- name: Acquire :one
+
 WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
 up AS (
-    INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version)
+    INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version, queue)
     SELECT $1::varchar, $2::varchar, n.ms,
            n.ms + $3::bigint, n.ms + $3::bigint + $4::bigint,
-           1, 1
+           coalesce((SELECT max(f.token) FROM simba_mutex AS f WHERE f.mutex IN ('', $1::varchar)), 0) + 1,
+           1, ''
     FROM n
     ON CONFLICT (mutex) DO UPDATE SET
-        token         = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
+        token         = CASE WHEN m.transition_at <= EXCLUDED.acquired_at
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> $5::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
                              THEN m.token + 1 ELSE m.token END,
-        acquired_at   = CASE WHEN m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at
+        acquired_at   = CASE WHEN m.transition_at <= EXCLUDED.acquired_at
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> $5::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
                              THEN EXCLUDED.acquired_at ELSE m.acquired_at END,
-        owner_id      = EXCLUDED.owner_id,
-        ttl_at        = EXCLUDED.ttl_at,
-        transition_at = EXCLUDED.transition_at,
-        version       = m.version + 1
-    WHERE m.owner_id = '' OR m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
-    RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at
+        owner_id      = CASE WHEN m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> $5::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+                             THEN EXCLUDED.owner_id ELSE m.owner_id END,
+        ttl_at        = CASE WHEN m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> $5::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+                             THEN EXCLUDED.ttl_at ELSE m.ttl_at END,
+        transition_at = CASE WHEN m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> $5::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+                             THEN EXCLUDED.transition_at ELSE m.transition_at END,
+        version       = m.version + 1,
+        queue         = CASE
+            WHEN m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> $5::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+            THEN replace(CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= EXCLUDED.acquired_at AND left(m.queue, 16) <> $5::text THEN substr(m.queue, 30) ELSE m.queue END,
+                         $5::text || substr(CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= EXCLUDED.acquired_at AND left(m.queue, 16) <> $5::text THEN substr(m.queue, 30) ELSE m.queue END, position($5::text IN CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= EXCLUDED.acquired_at AND left(m.queue, 16) <> $5::text THEN substr(m.queue, 30) ELSE m.queue END) + 16, 13), '')
+            WHEN position($5::text IN m.queue) = 0
+            THEN m.queue || $5::text || lpad((EXCLUDED.acquired_at + $6::bigint)::text, 13, '0')
+            ELSE replace(m.queue, $5::text || substr(m.queue, position($5::text IN m.queue) + 16, 13), $5::text || lpad((EXCLUDED.acquired_at + $6::bigint)::text, 13, '0'))
+            END
+    WHERE m.transition_at <= EXCLUDED.acquired_at OR m.owner_id = EXCLUDED.owner_id
+                 OR m.owner_id = '' AND NOT (left(m.queue, 16) <> $5::text AND substr(m.queue, 17, 13) > lpad(EXCLUDED.acquired_at::text, 13, '0'))
+       OR $6::bigint > 0
+          AND (position($5::text IN m.queue) = 0 AND length(m.queue) < 3712
+               OR position($5::text IN m.queue) > 0 AND substr(m.queue, position($5::text IN m.queue) + 16, 13) < lpad((EXCLUDED.acquired_at + $6::bigint / 2)::text, 13, '0'))
+    RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue
 )
-SELECT up.owner_id, up.token, up.ttl_at, up.transition_at, (SELECT n.ms FROM n)::bigint AS now_ms
+SELECT up.owner_id, up.token, up.ttl_at, up.transition_at, up.queue, (SELECT n.ms FROM n)::bigint AS now_ms
 FROM up
 UNION ALL
-SELECT s.owner_id, s.token, s.ttl_at, s.transition_at, (SELECT n.ms FROM n)::bigint AS now_ms
+SELECT s.owner_id, s.token, s.ttl_at, s.transition_at, s.queue, (SELECT n.ms FROM n)::bigint AS now_ms
 FROM simba_mutex AS s
 WHERE s.mutex = $1 AND NOT EXISTS (SELECT 1 FROM up)
 `
@@ -42,6 +66,8 @@ type AcquireParams struct {
 	OwnerID      string
 	TtlMs        int64
 	TransitionMs int64
+	Wkey         string
+	WaitMs       int64
 }
 
 type AcquireRow struct {
@@ -49,25 +75,42 @@ type AcquireRow struct {
 	Token        int64
 	TtlAt        int64
 	TransitionAt int64
+	Queue        string
 	NowMs        int64
 }
 
 // Every statement here reads the server's clock once (clock_timestamp() in
 // the CTE n), decides expiry by it (a grant is live while
-// transition_at > now; an empty owner_id is a free mutex) and returns it as
-// now_ms, so the caller reports remaining durations only.
-// Grants the mutex when it is free or its transition has ended (token + 1),
-// extends it when owner_id already holds a live grant (token kept), and
-// otherwise changes nothing. Returns the row it wrote, or, when it wrote
-// none, the row as the statement's snapshot saw it (the owner that kept
-// it, in one round trip); no row when the mutex was inserted by a
-// transaction the snapshot does not see.
+// transition_at > now; an empty owner_id is a free mutex) and returns it
+// as now_ms, so the caller reports remaining durations only.
+//
+// The wait queue (column queue, see schema/postgres/000002): entries of
+// 29 characters, oldest first, each a contender's key (16 letters a-p,
+// wkey) and the epoch ms at which the entry expires (13 digits). Keys are
+// letters and times digits, so position(wkey IN queue) only ever finds a
+// whole key, and times compare as strings. A free mutex (owner_id ”)
+// whose transition_at is still ahead is reserved for the first entry: the
+// hand-off window of the last release. At most 128 entries (3712
+// characters); a loser beyond that is not queued.
+// Grants the mutex when it is free or its transition has ended (a new
+// token: one more than the row's, or, for a new row, than the token floor
+// and than the row as the statement's snapshot may still see it, so that
+// a prune in between cannot lower it), unless it is reserved for another
+// live waiter; extends it when owner_id already holds a live grant (token
+// kept); otherwise changes nothing, or, when wait_ms > 0, queues wkey (a
+// new entry at the tail, or its entry's expiry renewed in place once half
+// of it has passed). A winner leaves the queue, and takes with it a head
+// whose reservation lapsed unclaimed. Returns the row it wrote, or, when
+// it wrote none, the row as the statement's snapshot saw it; no row when
+// the mutex was inserted by a transaction the snapshot does not see.
 func (q *Queries) Acquire(ctx context.Context, db DBTX, arg AcquireParams) (AcquireRow, error) {
 	row := db.QueryRowContext(ctx, Acquire,
 		arg.Mutex,
 		arg.OwnerID,
 		arg.TtlMs,
 		arg.TransitionMs,
+		arg.Wkey,
+		arg.WaitMs,
 	)
 	var i AcquireRow
 	err := row.Scan(
@@ -75,13 +118,14 @@ func (q *Queries) Acquire(ctx context.Context, db DBTX, arg AcquireParams) (Acqu
 		&i.Token,
 		&i.TtlAt,
 		&i.TransitionAt,
+		&i.Queue,
 		&i.NowMs,
 	)
 	return i, err
 }
 
 const Get = `-- name: Get :one
-SELECT m.owner_id, m.token, m.ttl_at, m.transition_at,
+SELECT m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue,
        (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 FROM simba_mutex AS m
 WHERE m.mutex = $1
@@ -92,6 +136,7 @@ type GetRow struct {
 	Token        int64
 	TtlAt        int64
 	TransitionAt int64
+	Queue        string
 	NowMs        int64
 }
 
@@ -104,6 +149,7 @@ func (q *Queries) Get(ctx context.Context, db DBTX, mutex string) (GetRow, error
 		&i.Token,
 		&i.TtlAt,
 		&i.TransitionAt,
+		&i.Queue,
 		&i.NowMs,
 	)
 	return i, err
@@ -157,46 +203,132 @@ func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
 	return items, nil
 }
 
+const Prune = `-- name: Prune :one
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
+d AS (
+    DELETE FROM simba_mutex AS m
+    USING n
+    WHERE m.mutex IN (SELECT p.mutex FROM simba_mutex AS p, n
+                      WHERE p.mutex <> '' AND p.transition_at <= n.ms - $1::bigint
+                      LIMIT $2::bigint)
+      AND m.mutex <> '' AND m.transition_at <= n.ms - $1::bigint
+    RETURNING m.token
+),
+f AS (
+    INSERT INTO simba_mutex AS m (mutex, token)
+    SELECT '', max(d.token) FROM d HAVING count(*) > 0
+    ON CONFLICT (mutex) DO UPDATE SET token = greatest(m.token, EXCLUDED.token), version = m.version + 1
+)
+SELECT count(*)::bigint AS pruned FROM d
+`
+
+type PruneParams struct {
+	RetentionMs int64
+	MaxRows     int64
+}
+
+// Deletes at most max_rows rows that have been free for retention_ms or
+// longer (their transition, or the hand-off window of their release, ended
+// that long ago) and, in the same transaction, raises the token floor (the
+// row whose mutex is ”) to their highest token: a name whose row is
+// deleted starts again above every token it had. Returns how many rows it
+// deleted.
+func (q *Queries) Prune(ctx context.Context, db DBTX, arg PruneParams) (int64, error) {
+	row := db.QueryRowContext(ctx, Prune, arg.RetentionMs, arg.MaxRows)
+	var pruned int64
+	err := row.Scan(&pruned)
+	return pruned, err
+}
+
 const Release = `-- name: Release :one
 WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
-u AS (
+rel AS (
     UPDATE simba_mutex AS m SET
         owner_id      = '',
         ttl_at        = n.ms,
-        transition_at = n.ms,
+        transition_at = CASE WHEN (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
+                      FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
+                            FROM generate_series(1, length(m.queue) / 29) AS i) AS e
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $4::text) <> ''
+                             THEN n.ms + $2::bigint ELSE n.ms END,
+        queue         = (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
+                      FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
+                            FROM generate_series(1, length(m.queue) / 29) AS i) AS e
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $4::text),
         version       = m.version + 1
     FROM n
-    WHERE m.mutex = $2 AND m.owner_id = $3 AND m.token = $4
+    WHERE m.mutex = $3 AND m.owner_id = $5 AND m.token = $6
       AND m.transition_at > n.ms
-    RETURNING m.mutex
+    RETURNING m.queue, m.transition_at = n.ms + $2::bigint AS fresh
+),
+wd AS (
+    UPDATE simba_mutex AS m SET
+        transition_at = CASE WHEN m.owner_id = '' AND m.transition_at > n.ms AND left(m.queue, 16) = $4::text
+                             THEN CASE WHEN (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
+                      FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
+                            FROM generate_series(1, length(m.queue) / 29) AS i) AS e
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $4::text) <> ''
+                                       THEN n.ms + $2::bigint ELSE n.ms END
+                             ELSE m.transition_at END,
+        queue         = (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
+                      FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
+                            FROM generate_series(1, length(m.queue) / 29) AS i) AS e
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $4::text),
+        version       = m.version + 1
+    FROM n
+    WHERE m.mutex = $3 AND position($4::text IN m.queue) > 0 AND NOT EXISTS (SELECT 1 FROM rel)
+    RETURNING m.queue, m.owner_id = '' AND m.transition_at = n.ms + $2::bigint AS fresh
 )
-SELECT count(*) AS released
-FROM u, LATERAL (SELECT pg_notify($1::text, u.mutex)) AS notified
+SELECT (SELECT count(*) FROM rel)::bigint AS released,
+       (SELECT count(*)
+        FROM (SELECT r.queue, r.fresh FROM rel AS r UNION ALL SELECT w.queue, w.fresh FROM wd AS w) AS x,
+             LATERAL (SELECT DISTINCT left(e.k, 8) AS tag
+                      FROM (VALUES (left(x.queue, 16)), (substr(x.queue, 30, 16))) AS e(k)
+                      WHERE e.k <> '') AS t,
+             LATERAL (SELECT pg_notify($1::text || '_' || t.tag,
+                                       left(x.queue, 16) || rpad(substr(x.queue, 30, 16), 16, '-')
+                                       || $2::bigint::text || ':' || $3::text)
+                      WHERE x.fresh AND x.queue <> '' AND $1::text <> '') AS notified
+       )::bigint AS notified
 `
 
 type ReleaseParams struct {
-	Channel string
-	Mutex   string
-	OwnerID string
-	Token   int64
+	Channel  string
+	WindowMs int64
+	Mutex    string
+	Wkey     string
+	OwnerID  string
+	Token    int64
 }
 
-// Ends the live grant of owner_id with token: the mutex is free from now
-// on. The token column is kept, so the next grant's token is greater.
-// When it ends a grant it also sends a notification on channel with the
-// mutex name as payload, delivered at commit to the stores LISTENing on it
-// (waiters try to acquire at once instead of at the transition end).
-// Returns 1 when it ended the grant, else 0.
-func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (int64, error) {
+type ReleaseRow struct {
+	Released int64
+	Notified int64
+}
+
+// Ends the live grant of owner_id with token (the token column is kept, so
+// the next grant's token is greater) and withdraws wkey from the queue in
+// any case (token 0 only withdraws). Expired entries leave the queue on the
+// way. When a release leaves live waiters, the mutex is reserved for the
+// first one for window_ms (transition_at ahead, owner_id empty), and a
+// notification on channel (none when channel is ”) names it and the next
+// one: "HEAD" "NEXT" (16 letters each; dashes when there is no next)
+// window_ms ":" mutex. So does a withdrawal by the reserved head when
+// others wait. Nobody waiting, no notification: a notifying commit
+// serializes on a server-wide lock. Returns released (1 when the grant
+// ended) and notified.
+func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (ReleaseRow, error) {
 	row := db.QueryRowContext(ctx, Release,
 		arg.Channel,
+		arg.WindowMs,
 		arg.Mutex,
+		arg.Wkey,
 		arg.OwnerID,
 		arg.Token,
 	)
-	var released int64
-	err := row.Scan(&released)
-	return released, err
+	var i ReleaseRow
+	err := row.Scan(&i.Released, &i.Notified)
+	return i, err
 }
 
 const Renew = `-- name: Renew :one
@@ -246,4 +378,76 @@ func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (RenewRow
 		&i.NowMs,
 	)
 	return i, err
+}
+
+const RenewMany = `-- name: RenewMany :many
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
+r AS (
+    SELECT (e.value ->> 'mutex')::text AS mutex, (e.value ->> 'owner_id')::text AS owner_id,
+           (e.value ->> 'token')::bigint AS token, (e.value ->> 'ttl_ms')::bigint AS ttl_ms,
+           (e.value ->> 'transition_ms')::bigint AS transition_ms
+    FROM jsonb_array_elements($1::jsonb) AS e
+),
+u AS (
+    UPDATE simba_mutex AS m SET
+        ttl_at        = n.ms + r.ttl_ms,
+        transition_at = n.ms + r.ttl_ms + r.transition_ms,
+        version       = m.version + 1
+    FROM n, r
+    WHERE m.mutex = r.mutex AND m.owner_id = r.owner_id AND m.token = r.token AND m.transition_at > n.ms
+    RETURNING m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at
+)
+SELECT r.mutex::text AS mutex, (u.mutex IS NOT NULL)::boolean AS renewed,
+       coalesce(u.owner_id, s.owner_id, '')::text AS owner_id, coalesce(u.token, s.token, 0)::bigint AS token,
+       coalesce(u.ttl_at, s.ttl_at, 0)::bigint AS ttl_at, coalesce(u.transition_at, s.transition_at, 0)::bigint AS transition_at,
+       (SELECT n.ms FROM n)::bigint AS now_ms
+FROM r
+LEFT JOIN u ON u.mutex = r.mutex
+LEFT JOIN simba_mutex AS s ON s.mutex = r.mutex
+`
+
+type RenewManyRow struct {
+	Mutex        string
+	Renewed      bool
+	OwnerID      string
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	NowMs        int64
+}
+
+// Renews, as Renew, each grant of batch: a JSON array of objects with
+// mutex, owner_id, token, ttl_ms and transition_ms. Returns one row per
+// element: renewed, and the row after the renewal, or as the statement's
+// snapshot saw it when the grant was not renewed (owner_id empty for an
+// unknown mutex).
+func (q *Queries) RenewMany(ctx context.Context, db DBTX, batch json.RawMessage) ([]RenewManyRow, error) {
+	rows, err := db.QueryContext(ctx, RenewMany, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RenewManyRow
+	for rows.Next() {
+		var i RenewManyRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.Renewed,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.NowMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -4,6 +4,10 @@
 
 package litedb
 
+import (
+	"database/sql"
+)
+
 type SimbaMutex struct {
 	Mutex        string
 	OwnerID      string
@@ -12,4 +16,6 @@ type SimbaMutex struct {
 	TransitionAt int64
 	Token        int64
 	Version      int64
+	Queue        string
+	GrantKey     sql.NullString
 }

@@ -7,27 +7,55 @@ package litedb
 
 import (
 	"context"
+	"database/sql"
+	"strings"
 )
 
 const Acquire = `-- name: Acquire :one
-INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version)
+
+INSERT INTO simba_mutex AS m (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version, queue)
 VALUES (
     ?1, ?2,
     CAST(unixepoch('subsec') * 1000 AS INTEGER),
     CAST(unixepoch('subsec') * 1000 AS INTEGER) + CAST(?3 AS INTEGER),
     CAST(unixepoch('subsec') * 1000 AS INTEGER) + CAST(?3 AS INTEGER) + CAST(?4 AS INTEGER),
-    1, 1)
+    coalesce((SELECT max(g.token) FROM simba_mutex AS g WHERE g.mutex IN ('', ?1)), 0) + 1,
+    1,
+    CASE WHEN EXISTS (SELECT 1 FROM simba_mutex AS e WHERE e.mutex = ?1)
+         THEN CAST(?5 AS TEXT) || printf('%013d', CAST(unixepoch('subsec') * 1000 AS INTEGER) + CAST(?6 AS INTEGER))
+         ELSE '' END)
 ON CONFLICT (mutex) DO UPDATE SET
-    token         = CASE WHEN m.owner_id = '' OR m.transition_at <= excluded.acquired_at
+    token         = CASE WHEN m.transition_at <= excluded.acquired_at
+             OR m.owner_id = '' AND NOT (substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) AND substr(m.queue, 17, 13) > printf('%013d', excluded.acquired_at))
                          THEN m.token + 1 ELSE m.token END,
-    acquired_at   = CASE WHEN m.owner_id = '' OR m.transition_at <= excluded.acquired_at
+    acquired_at   = CASE WHEN m.transition_at <= excluded.acquired_at
+             OR m.owner_id = '' AND NOT (substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) AND substr(m.queue, 17, 13) > printf('%013d', excluded.acquired_at))
                          THEN excluded.acquired_at ELSE m.acquired_at END,
-    owner_id      = excluded.owner_id,
-    ttl_at        = excluded.ttl_at,
-    transition_at = excluded.transition_at,
-    version       = m.version + 1
-WHERE m.owner_id = '' OR m.transition_at <= excluded.acquired_at OR m.owner_id = excluded.owner_id
-RETURNING owner_id, token, ttl_at, transition_at, CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
+    owner_id      = CASE WHEN m.transition_at <= excluded.acquired_at OR m.owner_id = excluded.owner_id
+             OR m.owner_id = '' AND NOT (substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) AND substr(m.queue, 17, 13) > printf('%013d', excluded.acquired_at))
+                         THEN excluded.owner_id ELSE m.owner_id END,
+    ttl_at        = CASE WHEN m.transition_at <= excluded.acquired_at OR m.owner_id = excluded.owner_id
+             OR m.owner_id = '' AND NOT (substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) AND substr(m.queue, 17, 13) > printf('%013d', excluded.acquired_at))
+                         THEN excluded.ttl_at ELSE m.ttl_at END,
+    transition_at = CASE WHEN m.transition_at <= excluded.acquired_at OR m.owner_id = excluded.owner_id
+             OR m.owner_id = '' AND NOT (substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) AND substr(m.queue, 17, 13) > printf('%013d', excluded.acquired_at))
+                         THEN excluded.transition_at ELSE m.transition_at END,
+    version       = m.version + 1,
+    queue         = CASE
+        WHEN m.transition_at <= excluded.acquired_at OR m.owner_id = excluded.owner_id
+             OR m.owner_id = '' AND NOT (substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) AND substr(m.queue, 17, 13) > printf('%013d', excluded.acquired_at))
+        THEN replace(CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= excluded.acquired_at AND substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) THEN substr(m.queue, 30) ELSE m.queue END,
+                     substr(excluded.queue, 1, 16) || substr(CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= excluded.acquired_at AND substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) THEN substr(m.queue, 30) ELSE m.queue END, instr(CASE WHEN m.owner_id = '' AND m.ttl_at < m.transition_at AND m.transition_at <= excluded.acquired_at AND substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) THEN substr(m.queue, 30) ELSE m.queue END, substr(excluded.queue, 1, 16)) + 16, 13), '')
+        WHEN instr(m.queue, substr(excluded.queue, 1, 16)) = 0
+        THEN m.queue || excluded.queue
+        ELSE replace(m.queue, substr(excluded.queue, 1, 16) || substr(m.queue, instr(m.queue, substr(excluded.queue, 1, 16)) + 16, 13), excluded.queue)
+        END
+WHERE m.transition_at <= excluded.acquired_at OR m.owner_id = excluded.owner_id
+             OR m.owner_id = '' AND NOT (substr(m.queue, 1, 16) <> substr(excluded.queue, 1, 16) AND substr(m.queue, 17, 13) > printf('%013d', excluded.acquired_at))
+   OR substr(excluded.queue, 17, 13) > printf('%013d', excluded.acquired_at)
+      AND (instr(m.queue, substr(excluded.queue, 1, 16)) = 0 AND length(m.queue) < 3712
+           OR instr(m.queue, substr(excluded.queue, 1, 16)) > 0 AND substr(m.queue, instr(m.queue, substr(excluded.queue, 1, 16)) + 16, 13) < printf('%013d', (excluded.acquired_at + CAST(substr(excluded.queue, 17, 13) AS INTEGER)) / 2))
+RETURNING owner_id, token, ttl_at, transition_at, queue, CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
 `
 
 type AcquireParams struct {
@@ -35,6 +63,8 @@ type AcquireParams struct {
 	OwnerID      string
 	TtlMs        int64
 	TransitionMs int64
+	Wkey         string
+	WaitMs       int64
 }
 
 type AcquireRow struct {
@@ -42,24 +72,44 @@ type AcquireRow struct {
 	Token        int64
 	TtlAt        int64
 	TransitionAt int64
-	Column5      int64
+	Queue        string
+	Column6      int64
 }
 
 // Every statement here reads SQLite's clock as epoch ms,
 // CAST(unixepoch('subsec') * 1000 AS INTEGER), which is the same for the
 // whole statement, decides expiry by it (a grant is live while
 // transition_at > now; an empty owner_id is a free mutex) and returns it
-// as now_ms, so the caller reports remaining durations only.
-// Grants the mutex when it is free or its transition has ended (token + 1),
-// extends it when owner_id already holds a live grant (token kept), and
-// returns no row when someone else holds it. SET reads the row as it was
-// (no MySQL-style left-to-right assignment).
+// as now_ms, so the caller reports remaining durations only. SET reads the
+// row as it was (no MySQL-style left-to-right assignment).
+//
+// The wait queue (column queue, see schema/sqlite/000002): entries of 29
+// characters, oldest first, each a contender's key (16 letters a-p, wkey)
+// and the epoch ms at which the entry expires (13 digits). Keys are letters
+// and times digits, so instr(queue, wkey) only ever finds a whole key, and
+// times compare as strings. A free mutex (owner_id ”) whose transition_at
+// is still ahead is reserved for the first entry: the hand-off window of
+// the last release. At most 128 entries; a loser beyond that is not queued.
+// Grants the mutex when it is free or its transition has ended (a new
+// token: one more than the row's, or, for a new row, than the token
+// floor), unless it is reserved for another live waiter; extends it when
+// owner_id already holds a live grant (token kept); otherwise changes
+// nothing (no row), or, when wait_ms > 0, queues wkey (a new entry at the
+// tail, or its entry's expiry renewed in place once half of it has
+// passed). A winner leaves the queue, and takes with it a head whose
+// reservation lapsed unclaimed. Returns the row it wrote.
+// sqlc (v1.31) does not bind parameters in DO UPDATE, so the entry
+// (wkey and its expiry, now + wait_ms) travels in excluded.queue: a row
+// that exists (the statement's view is one snapshot) gets it only as
+// excluded.queue, a new row gets an empty queue.
 func (q *Queries) Acquire(ctx context.Context, db DBTX, arg AcquireParams) (AcquireRow, error) {
 	row := db.QueryRowContext(ctx, Acquire,
 		arg.Mutex,
 		arg.OwnerID,
 		arg.TtlMs,
 		arg.TransitionMs,
+		arg.Wkey,
+		arg.WaitMs,
 	)
 	var i AcquireRow
 	err := row.Scan(
@@ -67,13 +117,14 @@ func (q *Queries) Acquire(ctx context.Context, db DBTX, arg AcquireParams) (Acqu
 		&i.Token,
 		&i.TtlAt,
 		&i.TransitionAt,
-		&i.Column5,
+		&i.Queue,
+		&i.Column6,
 	)
 	return i, err
 }
 
 const Get = `-- name: Get :one
-SELECT owner_id, token, ttl_at, transition_at, CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
+SELECT owner_id, token, ttl_at, transition_at, queue, CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
 FROM simba_mutex
 WHERE mutex = ?1
 `
@@ -83,6 +134,7 @@ type GetRow struct {
 	Token        int64
 	TtlAt        int64
 	TransitionAt int64
+	Queue        string
 	NowMs        int64
 }
 
@@ -95,9 +147,68 @@ func (q *Queries) Get(ctx context.Context, db DBTX, mutex string) (GetRow, error
 		&i.Token,
 		&i.TtlAt,
 		&i.TransitionAt,
+		&i.Queue,
 		&i.NowMs,
 	)
 	return i, err
+}
+
+const GetMany = `-- name: GetMany :many
+SELECT mutex, owner_id, token, ttl_at, transition_at, queue, CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
+FROM simba_mutex
+WHERE mutex IN (/*SLICE:mutexes*/?)
+`
+
+type GetManyRow struct {
+	Mutex        string
+	OwnerID      string
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	Queue        string
+	NowMs        int64
+}
+
+// Reads the listed mutexes with the clock's now.
+func (q *Queries) GetMany(ctx context.Context, db DBTX, mutexes []string) ([]GetManyRow, error) {
+	query := GetMany
+	var queryParams []interface{}
+	if len(mutexes) > 0 {
+		for _, v := range mutexes {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", strings.Repeat(",?", len(mutexes))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", "NULL", 1)
+	}
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GetManyRow
+	for rows.Next() {
+		var i GetManyRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.Queue,
+			&i.NowMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const List = `-- name: List :many
@@ -148,30 +259,106 @@ func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
 	return items, nil
 }
 
-const Release = `-- name: Release :execrows
-UPDATE simba_mutex SET
-    owner_id      = '',
-    ttl_at        = CAST(unixepoch('subsec') * 1000 AS INTEGER),
-    transition_at = CAST(unixepoch('subsec') * 1000 AS INTEGER),
-    version       = version + 1
-WHERE mutex = ?1 AND owner_id = ?2 AND token = ?3
-  AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER)
+const Prune = `-- name: Prune :execrows
+DELETE FROM simba_mutex
+WHERE mutex IN (SELECT p.mutex FROM simba_mutex AS p
+                WHERE p.mutex <> '' AND p.transition_at <= CAST(unixepoch('subsec') * 1000 AS INTEGER) - CAST(?1 AS INTEGER)
+                  AND p.token <= CAST(?2 AS INTEGER)
+                LIMIT CAST(?3 AS INTEGER))
 `
 
-type ReleaseParams struct {
-	Mutex   string
-	OwnerID string
-	Token   int64
+type PruneParams struct {
+	RetentionMs int64
+	Floor       int64
+	MaxRows     int64
 }
 
-// Ends the live grant of owner_id with token: the mutex is free from now
-// on. The token column is kept, so the next grant's token is greater.
-func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (int64, error) {
-	result, err := db.ExecContext(ctx, Release, arg.Mutex, arg.OwnerID, arg.Token)
+// The second half: deletes at most max_rows rows free for retention_ms or
+// longer whose token is at most floor, the value RaiseFloor returned (a row
+// freed since has a token the floor may not cover yet: it stays).
+func (q *Queries) Prune(ctx context.Context, db DBTX, arg PruneParams) (int64, error) {
+	result, err := db.ExecContext(ctx, Prune, arg.RetentionMs, arg.Floor, arg.MaxRows)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const RaiseFloor = `-- name: RaiseFloor :one
+INSERT INTO simba_mutex AS m (mutex, token)
+SELECT '', f.top
+FROM (SELECT max(p.token) AS top FROM simba_mutex AS p
+      WHERE p.mutex <> '' AND p.transition_at <= CAST(unixepoch('subsec') * 1000 AS INTEGER) - CAST(?1 AS INTEGER)) AS f
+WHERE f.top IS NOT NULL
+ON CONFLICT (mutex) DO UPDATE SET token = max(m.token, excluded.token), version = m.version + 1
+RETURNING token
+`
+
+// The first half of a prune: raises the token floor (the row whose mutex
+// is ”) to the highest token of the rows free for retention_ms or longer
+// (their transition, or the hand-off window of their release, ended that
+// long ago), and returns the floor; no row when no row was free for so
+// long.
+func (q *Queries) RaiseFloor(ctx context.Context, db DBTX, retentionMs int64) (int64, error) {
+	row := db.QueryRowContext(ctx, RaiseFloor, retentionMs)
+	var token int64
+	err := row.Scan(&token)
+	return token, err
+}
+
+const Release = `-- name: Release :one
+UPDATE simba_mutex SET
+    owner_id      = CASE WHEN owner_id = ?1 AND token = ?2 AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER) THEN '' ELSE owner_id END,
+    ttl_at        = CASE WHEN owner_id = ?1 AND token = ?2 AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER) THEN CAST(unixepoch('subsec') * 1000 AS INTEGER) ELSE ttl_at END,
+    acquired_at   = CASE WHEN owner_id = ?1 AND token = ?2 AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER) THEN -(version + 1) ELSE acquired_at END,
+    transition_at = CASE WHEN owner_id = ?1 AND token = ?2 AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER)
+                           OR owner_id = '' AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER) AND substr(queue, 1, 16) = CAST(?3 AS TEXT)
+                         THEN CASE WHEN substr(replace(queue, CAST(?3 AS TEXT) || substr(queue, instr(queue, CAST(?3 AS TEXT)) + 16, 13), ''), 1 + 29 * CASE
+                      WHEN substr(replace(queue, CAST(?3 AS TEXT) || substr(queue, instr(queue, CAST(?3 AS TEXT)) + 16, 13), ''), 17, 13) > printf('%013d', CAST(unixepoch('subsec') * 1000 AS INTEGER)) THEN 0
+                      WHEN substr(replace(queue, CAST(?3 AS TEXT) || substr(queue, instr(queue, CAST(?3 AS TEXT)) + 16, 13), ''), 46, 13) > printf('%013d', CAST(unixepoch('subsec') * 1000 AS INTEGER)) THEN 1
+                      WHEN substr(replace(queue, CAST(?3 AS TEXT) || substr(queue, instr(queue, CAST(?3 AS TEXT)) + 16, 13), ''), 75, 13) > printf('%013d', CAST(unixepoch('subsec') * 1000 AS INTEGER)) THEN 2
+                      ELSE 3 END) <> ''
+                                   THEN CAST(unixepoch('subsec') * 1000 AS INTEGER) + CAST(?4 AS INTEGER) ELSE CAST(unixepoch('subsec') * 1000 AS INTEGER) END
+                         ELSE transition_at END,
+    queue         = substr(replace(queue, CAST(?3 AS TEXT) || substr(queue, instr(queue, CAST(?3 AS TEXT)) + 16, 13), ''), 1 + 29 * CASE
+                      WHEN substr(replace(queue, CAST(?3 AS TEXT) || substr(queue, instr(queue, CAST(?3 AS TEXT)) + 16, 13), ''), 17, 13) > printf('%013d', CAST(unixepoch('subsec') * 1000 AS INTEGER)) THEN 0
+                      WHEN substr(replace(queue, CAST(?3 AS TEXT) || substr(queue, instr(queue, CAST(?3 AS TEXT)) + 16, 13), ''), 46, 13) > printf('%013d', CAST(unixepoch('subsec') * 1000 AS INTEGER)) THEN 1
+                      WHEN substr(replace(queue, CAST(?3 AS TEXT) || substr(queue, instr(queue, CAST(?3 AS TEXT)) + 16, 13), ''), 75, 13) > printf('%013d', CAST(unixepoch('subsec') * 1000 AS INTEGER)) THEN 2
+                      ELSE 3 END),
+    version       = version + 1
+WHERE mutex = ?5
+  AND (owner_id = ?1 AND token = ?2 AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER) OR instr(queue, CAST(?3 AS TEXT)) > 0)
+RETURNING CAST(acquired_at = -version AS INTEGER) AS released
+`
+
+type ReleaseParams struct {
+	OwnerID  string
+	Token    int64
+	Wkey     string
+	WindowMs int64
+	Mutex    string
+}
+
+// Ends the live grant of owner_id with token (the token column is kept, so
+// the next grant's token is greater) and withdraws wkey from the queue in
+// any case (token 0 only withdraws); up to three expired entries at the
+// head leave the queue on the way. When a release leaves live waiters, the
+// mutex is reserved for the first one for window_ms (transition_at ahead,
+// owner_id empty); so it is when the reserved head withdraws and others
+// wait. A release marks the row with acquired_at = -version, which no
+// other write leaves: released is 1 exactly when this statement ended the
+// grant. No row: nothing to end or withdraw.
+func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (int64, error) {
+	row := db.QueryRowContext(ctx, Release,
+		arg.OwnerID,
+		arg.Token,
+		arg.Wkey,
+		arg.WindowMs,
+		arg.Mutex,
+	)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const Renew = `-- name: Renew :one
@@ -219,4 +406,84 @@ func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (RenewRow
 		&i.Column5,
 	)
 	return i, err
+}
+
+const RenewBatch = `-- name: RenewBatch :many
+UPDATE simba_mutex SET
+    ttl_at        = CAST(unixepoch('subsec') * 1000 AS INTEGER) + CAST(?1 AS INTEGER),
+    transition_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) + CAST(?1 AS INTEGER) + CAST(?2 AS INTEGER),
+    version       = version + 1
+WHERE mutex IN (/*SLICE:mutexes*/?)
+  AND grant_key IN (/*SLICE:grants*/?)
+  AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER)
+RETURNING mutex, owner_id, token, ttl_at, transition_at, CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
+`
+
+type RenewBatchParams struct {
+	TtlMs        int64
+	TransitionMs int64
+	Mutexes      []string
+	Grants       []sql.NullString
+}
+
+type RenewBatchRow struct {
+	Mutex        string
+	OwnerID      string
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	Column6      int64
+}
+
+// Renews, as Renew, every live grant named in grants (mutex, NUL,
+// owner_id, NUL, token in decimal) of the mutexes listed, and returns the
+// renewed rows; GetMany reads the others.
+func (q *Queries) RenewBatch(ctx context.Context, db DBTX, arg RenewBatchParams) ([]RenewBatchRow, error) {
+	query := RenewBatch
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.TtlMs)
+	queryParams = append(queryParams, arg.TransitionMs)
+	if len(arg.Mutexes) > 0 {
+		for _, v := range arg.Mutexes {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", strings.Repeat(",?", len(arg.Mutexes))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:mutexes*/?", "NULL", 1)
+	}
+	if len(arg.Grants) > 0 {
+		for _, v := range arg.Grants {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:grants*/?", strings.Repeat(",?", len(arg.Grants))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:grants*/?", "NULL", 1)
+	}
+	rows, err := db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RenewBatchRow
+	for rows.Next() {
+		var i RenewBatchRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.Column6,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -1,0 +1,1 @@
+ALTER TABLE simba_mutex DROP COLUMN grant_key, DROP COLUMN queue;

@@ -1,0 +1,2 @@
+ALTER TABLE simba_mutex DROP COLUMN grant_key;
+ALTER TABLE simba_mutex DROP COLUMN queue;

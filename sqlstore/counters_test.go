@@ -1,0 +1,47 @@
+package sqlstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// serverOps returns a function that reads how many statements the server
+// of dsn has run, as the benchmark of bench/ counts them: PostgreSQL
+// transactions of the test's database (pg_stat_database, published by
+// pg_stat_force_next_flush), MariaDB's Questions (the server's, so only
+// meaningful while nothing else uses it). The reader's own statements are
+// not counted. SQLite has no server: nil.
+func serverOps(tb testing.TB, d dialect, dsn string) func() int64 {
+	tb.Helper()
+	if d.server == nil {
+		return nil
+	}
+	db := d.open(tb, dsn)
+	db.SetMaxOpenConns(1)
+	var own int64
+	return func() int64 {
+		tb.Helper()
+		ctx := context.Background()
+		var n int64
+		var err error
+		switch d.name {
+		case "postgres":
+			time.Sleep(1100 * time.Millisecond) // backends publish their counters once a second
+			err = db.QueryRowContext(ctx, `SELECT (SELECT sum(xact_commit + xact_rollback)::bigint
+				FROM pg_stat_database WHERE datname = current_database()), pg_stat_force_next_flush() IS NULL`,
+				pgx.QueryExecModeSimpleProtocol).Scan(&n, new(bool))
+		default:
+			var name string
+			err = db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n)
+		}
+		if err != nil {
+			tb.Fatalf("server counters: %v", err)
+		}
+		n -= own
+		own++
+		return n
+	}
+}

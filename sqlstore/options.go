@@ -1,0 +1,142 @@
+package sqlstore
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// An Option configures a Store made by [NewPostgres], [NewMySQL] or
+// [NewSQLite].
+type Option func(*config) error
+
+type config struct {
+	table     string
+	retries   int
+	push      bool
+	doorbells int
+	handoff   time.Duration
+	retention time.Duration
+	logger    *slog.Logger
+}
+
+// tableRE is an unquoted identifier, optionally prefixed by a schema (or,
+// on MySQL, a database) and a dot.
+var tableRE = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// WithTable makes the Store use table instead of [DefaultTable]: an
+// unquoted identifier of letters, digits and underscores (not starting with
+// a digit, at most 63 bytes), optionally prefixed by "schema." — for
+// example "app_locks" or "infra.leases". The name goes into the SQL as
+// written, unquoted, so it follows the server's usual rules (PostgreSQL
+// folds it to lower case) and must not be a reserved word.
+//
+// The migrations of package schema create simba_mutex only. To use another
+// name, create the table yourself: copy the up migrations of your dialect
+// (schema/postgres, schema/mysql or schema/sqlite, in order), change the
+// table name, and apply them with your migration tool.
+func WithTable(table string) Option {
+	return func(c *config) error {
+		if !tableRE.MatchString(table) {
+			return fmt.Errorf("%w: %q (want [schema.]name of letters, digits and _, not starting with a digit, each at most 63 bytes)",
+				ErrInvalidTable, table)
+		}
+		c.table = table
+		return nil
+	}
+}
+
+// WithRetries sets how many times a transient error is retried before it
+// is returned (default [DefaultRetries]; 0 never retries).
+func WithRetries(n int) Option {
+	return func(c *config) error {
+		if n < 0 || n > 100 {
+			return fmt.Errorf("%w: sqlstore: retries %d out of [0, 100]", lease.ErrInvalidArgument, n)
+		}
+		c.retries = n
+		return nil
+	}
+}
+
+// WithLogger makes the Store log, from its background goroutines only,
+// problems of its notification path (a LISTEN or doorbell connection that
+// failed) and of pruning. The default is silent.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: sqlstore: nil logger", lease.ErrInvalidArgument)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithPush turns release notifications and the fair wait queue on (the
+// default) or off. On, a waiter of this Store joins the mutex's wait queue
+// and is woken as soon as the mutex is handed to it: on PostgreSQL through
+// LISTEN/NOTIFY on one connection borrowed from the pool while anyone waits
+// (pgx's stdlib driver only), on MySQL through named locks (GET_LOCK) used
+// as doorbells, on connections borrowed from the pool (see
+// [WithDoorbells]), on SQLite by watching the file. Off, or when the pool
+// has fewer than 4 connections (sql.DB.SetMaxOpenConns), waiters do not
+// queue and poll at the owner's transition end, and a release of this
+// Store notifies nobody (on PostgreSQL it sends no NOTIFY at all). Turn it
+// off behind a pooler that does not keep sessions (PgBouncer in
+// transaction mode, ProxySQL), where LISTEN and named locks do not work;
+// give every Store on a table the same setting, or a queued waiter may
+// wait for a release that does not wake it until its poll.
+func WithPush(on bool) Option {
+	return func(c *config) error {
+		c.push = on
+		return nil
+	}
+}
+
+// DefaultDoorbells is how many MySQL connections a Store lends at most to
+// doorbells, one per contender and mutex that its Managers wait for.
+const DefaultDoorbells = 8
+
+// WithDoorbells bounds the connections a MySQL Store borrows from the pool
+// for doorbells: one per contender and mutex it waits for, kept while that
+// contender then holds the mutex (default [DefaultDoorbells]). The Store
+// also borrows one connection to hold the doorbells of the grants it took
+// without waiting; with it, it never takes more than half of the pool's
+// limit (sql.DB.SetMaxOpenConns). A waiter beyond the bound does not queue
+// and polls. PostgreSQL and SQLite ignore it.
+func WithDoorbells(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("%w: sqlstore: doorbells %d out of [1, 1024]", lease.ErrInvalidArgument, n)
+		}
+		c.doorbells = n
+		return nil
+	}
+}
+
+// DefaultHandoff is the default hand-off window: how long a mutex freed by
+// a Release is held back for the longest live waiter.
+const DefaultHandoff = time.Second
+
+// maxHandoff bounds [WithHandoff].
+const maxHandoff = time.Minute
+
+// WithHandoff sets the hand-off window (default [DefaultHandoff]). A
+// Release that leaves live waiters in the mutex's queue reserves the mutex
+// for the first one for d and wakes it (and only it); others that try
+// meanwhile get an empty Owner and a positive Transition, the time to try
+// again. A waiter that does not come in time loses its place to whoever
+// comes next, and the waiter after it is woken when the window ends
+// (PostgreSQL, SQLite) or by its doorbell (MySQL). d = 0 reserves nothing:
+// the first waiter is still woken first, but anyone may take the mutex.
+func WithHandoff(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 || d > maxHandoff {
+			return fmt.Errorf("%w: sqlstore: hand-off window %v out of [0, %v]", lease.ErrInvalidArgument, d, maxHandoff)
+		}
+		c.handoff = d
+		return nil
+	}
+}

@@ -1,0 +1,217 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/sqlstore"
+)
+
+// queueLen reads how many live entries (not yet expired) the wait queue
+// of mutex holds: 29 characters each, a key and an expiry in epoch ms.
+func queueLen(t *testing.T, db *sql.DB, mutex string) int {
+	t.Helper()
+	var q []byte
+	err := db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = ?", mutex).Scan(&q)
+	if err != nil {
+		err = db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = $1", mutex).Scan(&q)
+	}
+	if err != nil {
+		t.Fatalf("read the queue of %q: %v", mutex, err)
+	}
+	now := time.Now().UnixMilli() // the servers run on this host
+	n := 0
+	for i := 0; i+29 <= len(q); i += 29 {
+		if exp, err := strconv.ParseInt(string(q[i+16:i+29]), 10, 64); err == nil && exp > now {
+			n++
+		}
+	}
+	return n
+}
+
+// awaitQueue waits until mutex's queue holds n entries.
+func awaitQueue(t *testing.T, db *sql.DB, mutex string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(i5Bound); queueLen(t, db, mutex) != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue of %q never held %d entries (%d)", mutex, n, queueLen(t, db, mutex))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// enqueue makes contender, through store, a waiter of mutex that is held
+// by another: it watches the mutex and tries until it is in the queue (a
+// Store queues a waiter only once it can hear releases).
+func enqueue(t *testing.T, store *sqlstore.Store, db *sql.DB, mutex, contender string, n int) {
+	t.Helper()
+	if _, err := store.Watch(t.Context(), mutex, contender); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(i5Bound); ; {
+		if r, err := store.Acquire(t.Context(), mutex, contender, 10*time.Second, 6*time.Second); err != nil || r.Owner == contender {
+			t.Fatalf("Acquire(%s) = %+v, %v; want a loss", contender, r, err)
+		}
+		if queueLen(t, db, mutex) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never joined the queue of %q", contender, mutex)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReleaseHoldsBackForFirstWaiter (issue 18): a release that leaves a
+// waiter queued reserves the mutex for it for the hand-off window: the
+// releaser itself (or anyone else) trying at once gets an empty Owner and
+// a positive Transition, and the waiter gets the mutex. Today's code lets
+// the releaser take it straight back.
+func TestReleaseHoldsBackForFirstWaiter(t *testing.T) {
+	forEach(t, func(t *testing.T, d dialect) {
+		ctx := t.Context()
+		dsn := d.migrated(t)
+		a, b, c := d.newStore(t, dsn), d.newStore(t, dsn), d.newStore(t, dsn)
+		db := d.open(t, dsn)
+		const mx = "fair/hold-back"
+		held, err := a.Acquire(ctx, mx, "a", pushTTL, pushTr)
+		if err != nil || !held.Held("a") {
+			t.Fatalf("Acquire(a) = %+v, %v", held, err)
+		}
+		got := make(chan *lease.Lease, 1)
+		go func() {
+			l, err := newManager(t, b, "waiter").Acquire(ctx, mx)
+			if err != nil {
+				t.Errorf("waiter Acquire: %v", err)
+			}
+			got <- l
+		}()
+		awaitQueue(t, db, mx, 1)
+		if err := a.Release(ctx, mx, "a", held.Token); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []struct {
+			store *sqlstore.Store
+			id    string
+		}{{a, "a"}, {c, "c"}} {
+			r, err := s.store.Acquire(ctx, mx, s.id, pushTTL, pushTr)
+			if err != nil || r.Owner == s.id || r.Transition <= 0 {
+				if r.Owner != "waiter" { // the waiter may be that quick
+					t.Errorf("Acquire(%s) right after the release = %+v, %v; want the mutex held back (empty Owner, positive Transition)", s.id, r, err)
+				}
+			}
+		}
+		select {
+		case l := <-got:
+			if l == nil || l.Token() <= held.Token {
+				t.Fatalf("waiter's lease %v, want a token above %d", l, held.Token)
+			}
+		case <-time.After(i5Bound):
+			t.Fatal("the waiter never got the mutex reserved for it")
+		}
+	})
+}
+
+// TestWaitersServedInOrder: waiters that queue one after another get the
+// mutex in the order they came.
+func TestWaitersServedInOrder(t *testing.T) {
+	forEach(t, func(t *testing.T, d dialect) {
+		ctx, cancel := context.WithTimeout(t.Context(), 4*i5Bound)
+		defer cancel()
+		dsn := d.migrated(t)
+		db := d.open(t, dsn)
+		const mx = "fair/order"
+		holder := newManager(t, d.newStore(t, dsn), "holder")
+		l, err := holder.Acquire(ctx, mx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range 4 {
+			m := newManager(t, d.newStore(t, dsn), fmt.Sprint("w", i))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := m.Acquire(ctx, mx)
+				if err != nil {
+					t.Errorf("w%d: %v", i, err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+				l.Release(ctx)
+			}()
+			awaitQueue(t, db, mx, i+1) // w0 is first, then w1, ...
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		for i, w := range order {
+			if w != i {
+				t.Fatalf("waiters got the mutex in the order %v, want 0 1 2 3", order)
+			}
+		}
+	})
+}
+
+// TestDeadHeadDoesNotStall (issue 14, S17): the first waiter of the queue
+// died (its entry stays until it expires); a release reserves the mutex
+// for it, and the next live waiter still gets the mutex within about the
+// hand-off window, not at the old owner's transition end.
+func TestDeadHeadDoesNotStall(t *testing.T) {
+	forEach(t, func(t *testing.T, d dialect) {
+		ctx := t.Context()
+		dsn := d.migrated(t)
+		db := d.open(t, dsn)
+		const mx = "fair/dead-head"
+		const window = 300 * time.Millisecond
+		a := d.newStore(t, dsn, sqlstore.WithHandoff(window))
+		held, err := a.Acquire(ctx, mx, "a", 10*time.Second, 6*time.Second)
+		if err != nil || !held.Held("a") {
+			t.Fatalf("Acquire(a) = %+v, %v", held, err)
+		}
+		// The dead waiter: queued through a Watch, then its Store goes
+		// away without withdrawing, as a killed process would.
+		dead := d.newStore(t, dsn)
+		enqueue(t, dead, db, mx, "dead", 1)
+		dead.Close()
+		got := make(chan time.Time, 1)
+		go func() {
+			m := newManager(t, d.newStore(t, dsn, sqlstore.WithHandoff(window)), "live")
+			l, err := m.Acquire(ctx, mx)
+			if err != nil {
+				t.Errorf("live Acquire: %v", err)
+			}
+			got <- time.Now()
+			l.Release(ctx)
+		}()
+		awaitQueue(t, db, mx, 2)
+		released := time.Now()
+		if err := a.Release(ctx, mx, "a", held.Token); err != nil {
+			t.Fatal(err)
+		}
+		// At most the window, a poll's late jitter (1 s) and a probe (1 s):
+		// well under the 16 s the old owner's grant had left.
+		const bound = window + 3*time.Second
+		select {
+		case at := <-got:
+			t.Logf("%s: the live waiter got the mutex %v after the release", d.name, at.Sub(released))
+			if took := at.Sub(released); took > bound {
+				t.Errorf("the live waiter waited %v behind a dead head, want under %v", took, bound)
+			}
+		case <-time.After(4 * i5Bound):
+			t.Fatal("the live waiter never got the mutex")
+		}
+	})
+}

@@ -1,0 +1,88 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// prepared runs the statements it is given on db as prepared statements:
+// database/sql prepares each once per connection and keeps it, so the
+// server parses the long statements of the MySQL and SQLite stores once
+// per connection instead of once per call (with go-sql-driver/mysql, one
+// round trip per execution whatever the DSN's interpolateParams). Other
+// texts (those that vary: the IN lists of a batch) run as they are. A
+// statement whose preparation fails runs as it is, that time.
+type prepared struct {
+	db    *sql.DB
+	fixed map[string]bool // the texts to prepare; never written after newPrepared
+
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
+}
+
+// newPrepared prepares queries (generated texts, on the default table) on
+// table.
+func newPrepared(db *sql.DB, table string, queries ...string) *prepared {
+	p := &prepared{db: db, fixed: make(map[string]bool, len(queries)), stmts: map[string]*sql.Stmt{}}
+	for _, q := range queries {
+		if table != DefaultTable {
+			q = tableWord.ReplaceAllLiteralString(q, table)
+		}
+		p.fixed[q] = true
+	}
+	return p
+}
+
+// stmt returns the prepared statement of query, or nil to run it as it is.
+func (p *prepared) stmt(ctx context.Context, query string) *sql.Stmt {
+	if !p.fixed[query] {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.stmts[query]; s != nil {
+		return s
+	}
+	s, err := p.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	p.stmts[query] = s
+	return s
+}
+
+func (p *prepared) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s := p.stmt(ctx, query); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return p.db.ExecContext(ctx, query, args...)
+}
+
+func (p *prepared) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return p.db.PrepareContext(ctx, query)
+}
+
+func (p *prepared) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := p.stmt(ctx, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return p.db.QueryContext(ctx, query, args...)
+}
+
+func (p *prepared) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := p.stmt(ctx, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return p.db.QueryRowContext(ctx, query, args...)
+}
+
+// close closes the prepared statements.
+func (p *prepared) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for q, s := range p.stmts {
+		s.Close()
+		delete(p.stmts, q)
+	}
+}
