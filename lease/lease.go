@@ -156,8 +156,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	if err := l.stop(ctx); errors.Is(err, ctx.Err()) && ctx.Err() != nil {
-		return fmt.Errorf("lease: release %q: %w", l.name, ctx.Err())
+	rctx, done := l.releaseContext(ctx)
+	err := l.stop(rctx)
+	done()
+	if errors.Is(err, rctx.Err()) && rctx.Err() != nil {
+		return fmt.Errorf("lease: release %q: %w", l.name, rctx.Err())
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -172,6 +175,48 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.released = true
 	return nil
+}
+
+// releaseContext returns the context a Release under ctx runs with: ctx,
+// except that an end of ctx caused by the end of l itself does not stop
+// the release. A callback's natural context is the lease's own (or one
+// derived from it), and the release cancels that before it asks the store;
+// obeying it would fail every such release and leave the grant to lapse.
+// ctx's deadline, values and any other cancellation still bound the call.
+// done releases what the returned context holds.
+func (l *Lease) releaseContext(ctx context.Context) (rctx context.Context, done func()) {
+	if ctx.Done() == nil {
+		return ctx, func() {}
+	}
+	if ctx.Err() != nil && !l.endedBy(ctx) {
+		return ctx, func() {}
+	}
+	c, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	rctx = c
+	cancelDeadline := context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		rctx, cancelDeadline = context.WithDeadline(c, d)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		if !l.endedBy(ctx) {
+			cancel(context.Cause(ctx))
+		}
+	})
+	return rctx, func() {
+		stop()
+		cancelDeadline()
+		cancel(nil)
+	}
+}
+
+// endedBy reports whether ctx ended because l did: l's context is done
+// and ctx carries the same cause (a context derived from l's).
+func (l *Lease) endedBy(ctx context.Context) bool {
+	if l.ctx.Err() == nil {
+		return false
+	}
+	c := context.Cause(ctx)
+	return c != nil && c == context.Cause(l.ctx) && ctx.Err() == context.Canceled
 }
 
 // stop releases the lease if it is held (or draining), or waits, bounded

@@ -84,6 +84,7 @@ func TestLifecycleLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-l.Done()
+		synctest.Wait() // the holder is told first, the log follows
 		wantLogs(t, g,
 			"INFO acquired [mutex=job token=2]",
 			"WARN lost [cause=not_held mutex=job token=2]")

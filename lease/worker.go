@@ -38,6 +38,7 @@ func (s *slot) serve(counted bool) bool {
 	ctx, cancel := context.WithCancel(context.Background()) // the subscription's
 	defer cancel()
 	var events <-chan Event
+	deaf := false // the last Watch failed: poll, as without a Watcher
 	for {
 		if m.isClosing() {
 			s.failIf(ErrClosed, anyClaim)
@@ -52,7 +53,9 @@ func (s *slot) serve(counted bool) bool {
 			// pays for a subscription) and attempt again at once: a release
 			// between the lost attempt and the subscription is seen by the
 			// new attempt, later ones by the subscription.
-			events, _ = m.watcher.Watch(ctx, s.name, m.cfg.id)
+			var err error
+			events, err = m.watcher.Watch(ctx, s.name, m.cfg.id)
+			deaf = err != nil || events == nil
 		}
 		select { // changes before this attempt are seen by it
 		case <-s.wake:
@@ -61,7 +64,7 @@ func (s *slot) serve(counted bool) bool {
 		if s.p.lostToken == 0 { // one this slot's clean-up (or an earlier slot) left
 			s.p.lostToken = m.refused(s.name)
 		}
-		if s.attempt(ctx, &events) {
+		if s.attempt(ctx, &events, deaf) {
 			return false
 		}
 	}
@@ -82,7 +85,9 @@ func (s *slot) idle(counted bool) bool {
 
 // attempt makes one Acquire and acts on its outcome: hand the grant to the
 // first claim (reporting true), or wait until the next attempt is due.
-func (s *slot) attempt(ctx context.Context, events *<-chan Event) bool {
+// deaf says the last subscription failed: a lost attempt then waits as if
+// the store could not push, instead of attempting again at once.
+func (s *slot) attempt(ctx context.Context, events *<-chan Event, deaf bool) bool {
 	m, cfg, p := s.m, &s.m.cfg, &s.p
 	if wait := m.abandoned(s.name); wait > 0 {
 		s.wait(wait, events)
@@ -117,7 +122,7 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event) bool {
 		if m.obs.on { // free at the owner's transition end, unless released earlier
 			s.seenFree(sent.Add(rec.Transition), wakePoll)
 		}
-		if !s.empty() && (*events != nil || m.watcher == nil) {
+		if !s.empty() && (*events != nil || m.watcher == nil || deaf) {
 			d := cfg.waitDelay(rec)
 			m.logWaiting(s.name, rec.Owner, d)
 			s.wait(d, events)

@@ -40,6 +40,11 @@ func run(out io.Writer) error {
 	)
 	var contenders []*lease.Contender
 	var managers []*lease.Manager
+	defer func() { // on an early return; after the Close below, a no-op
+		for _, m := range managers {
+			_ = m.Close(ctx)
+		}
+	}()
 	for _, name := range []string{"alpha", "beta", "gamma"} {
 		m, err := lease.NewManager(store, lease.WithContenderID(name),
 			lease.WithTTL(2*time.Second), lease.WithTransition(time.Second))
