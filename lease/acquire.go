@@ -124,6 +124,17 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 		}
 		return s.waitInLine(kind) // the worker subscribes and tries again at once
 	}
+	if m.wasReleased(s.name, rec.Token) {
+		// A grant of ours this Manager released, which the store forgot
+		// (released.go): a worker gives it back and tries again.
+		s.mu.Lock()
+		s.p.lostToken = rec.Token
+		if kind == claimTry {
+			return s.giveUp(nil, fmt.Errorf("%w: %q: the store handed back grant %d, released before",
+				ErrNotAcquired, s.name, rec.Token))
+		}
+		return s.waitInLine(kind)
+	}
 	deadline := cfg.deadline(sent, rec)
 	if now := cfg.clock.Now(); !now.Before(deadline) {
 		err := s.tooShort(rec, now.Sub(sent))

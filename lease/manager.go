@@ -61,6 +61,9 @@ const slotShards = 32
 type shard struct {
 	mu    sync.Mutex
 	slots map[string]*slot
+
+	released     [releasedWays]releasedToken // see released.go
+	nextReleased int                         // the entry to evict next
 }
 
 // shardOf returns the registry shard of name.

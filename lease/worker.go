@@ -130,16 +130,22 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event, deaf bool) boo
 		return false
 	}
 	p.queued = false
-	if rec.Token == p.lostToken {
-		// Our own grant that we already declared lost (or could not
-		// release): the holder was told, so it must not come back under the
-		// same token. Give it up; until the store confirms, keep refusing it.
+	if stale := rec.Token != p.lostToken; !stale || m.wasReleased(s.name, rec.Token) {
+		// Our own grant that we already declared lost, could not release
+		// or released (and the store forgot it: released.go): the holder
+		// was told, so it must not come back under the same token. Give it
+		// up; until the store confirms, keep refusing it.
 		if err := s.release(ctx, rec.Token); err != nil && !errors.Is(err, ErrNotHeld) {
+			p.lostToken = rec.Token
 			p.errs++
 			s.wait(cfg.backoff(p.errs-1), events)
 			return false
 		}
 		p.lostToken = 0
+		if stale { // the store went back in its history: do not hammer it
+			p.errs++
+			s.wait(cfg.backoff(p.errs-1), events)
+		}
 		return false
 	}
 	deadline := cfg.deadline(sent, rec)
