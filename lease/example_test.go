@@ -271,3 +271,25 @@ func ExampleLease_Context() {
 	// paused alpha writes: stale token 1, already saw 2
 	// value: v2
 }
+
+func ExampleManager_Do() {
+	ctx := context.Background()
+	m, err := lease.NewManager(memstore.New(), lease.WithContenderID("billing-1"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close(ctx)
+
+	// Do acquires, runs the function while the lease is held and releases
+	// afterwards. The function's context ends if the lease is lost: stop
+	// then, and pass the token to what you write, so a late write is fenced.
+	err = m.Do(ctx, "invoices/2026-11", func(ctx context.Context, l *lease.Lease) error {
+		fmt.Println("billing under token", l.Token())
+		return ctx.Err()
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// billing under token 1
+	// done: <nil>
+}
