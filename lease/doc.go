@@ -73,7 +73,11 @@
 // alone. A late renew never re-acquires. A grant this Manager stopped
 // standing behind — lost, abandoned by a Stop whose ctx ended, or not
 // confirmed released — is never handed out again under the same token: if
-// the store still has it, it is given back and a new grant taken.
+// the store still has it, it is given back and a new grant taken. So is a
+// grant it released that the store forgot it released (a Redis replica
+// promoted before the release reached it, a restart from an older
+// snapshot), for ttl + transition after the release, the longest such a
+// grant can live on.
 //
 // Callbacks are ordered. OnReleased follows its OnAcquired and never runs
 // concurrently with it; no callback runs under a lock of this package.
