@@ -74,7 +74,7 @@ func TestElect(t *testing.T) {
 		return nil, nil
 	}
 	lines := func(n int) []electEvent {
-		eventually(t, 10*time.Second, fmt.Sprintf("%d log lines", n), func() bool { return len(readElectLog(t, log)) >= n })
+		eventually(t, 30*time.Second, fmt.Sprintf("%d log lines", n), func() bool { return len(readElectLog(t, log)) >= n })
 		evs := readElectLog(t, log)
 		if len(evs) != n {
 			t.Fatalf("log has %d lines, want %d: %+v", len(evs), n, evs)
@@ -88,7 +88,7 @@ func TestElect(t *testing.T) {
 	lines(1)
 
 	leader.signal(t, syscall.SIGTERM)
-	if r := leader.wait(t, 5*time.Second); r.code != 0 {
+	if r := leader.wait(t, 30*time.Second); r.code != 0 {
 		t.Errorf("leader after SIGTERM: exit %d, want 0; stderr %q", r.code, r.stderr)
 	}
 	evs := lines(3)
@@ -116,7 +116,7 @@ func TestElect(t *testing.T) {
 		p.signal(t, syscall.SIGTERM)
 	}
 	for _, p := range procs {
-		if r := p.wait(t, 5*time.Second); r.code != 0 {
+		if r := p.wait(t, 30*time.Second); r.code != 0 {
 			t.Errorf("after SIGTERM: exit %d, want 0; stderr %q", r.code, r.stderr)
 		}
 	}
@@ -139,14 +139,14 @@ func TestElectLost(t *testing.T) {
 			`trap '' TERM; echo $$ > "$DIR/pid-$SIMBA_TOKEN"; echo "lead $SIMBA_TOKEN $SIMBA_OWNER" >> "$LOG"; exec sleep 30`)
 	}
 	a, b := elect(), elect()
-	eventually(t, 10*time.Second, "a leader", func() bool { return len(readElectLog(t, log)) == 1 })
+	eventually(t, 30*time.Second, "a leader", func() bool { return len(readElectLog(t, log)) == 1 })
 	first := readElectLog(t, log)[0]
 	leader, follower := a, b
 	if !strings.Contains(first.owner, fmt.Sprintf(":%d:", a.cmd.Process.Pid)) {
 		leader, follower = b, a
 	}
 	leader.signal(t, syscall.SIGSTOP)
-	eventually(t, 10*time.Second, "the other leads", func() bool { return len(readElectLog(t, log)) == 2 })
+	eventually(t, 30*time.Second, "the other leads", func() bool { return len(readElectLog(t, log)) == 2 })
 	second := readElectLog(t, log)[1]
 	if second.token <= first.token || !strings.Contains(second.owner, fmt.Sprintf(":%d:", follower.cmd.Process.Pid)) {
 		t.Fatalf("after the leader stopped: %+v; want the other leading with a larger token", second)
@@ -162,7 +162,7 @@ func TestElectLost(t *testing.T) {
 	}
 	for _, p := range []*proc{leader, follower} {
 		p.signal(t, syscall.SIGTERM)
-		if r := p.wait(t, 5*time.Second); r.code != 0 {
+		if r := p.wait(t, 30*time.Second); r.code != 0 {
 			t.Errorf("after SIGTERM: exit %d; stderr %q", r.code, r.stderr)
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/lease"
 )
 
 // TestRunHeld, on the default store (a SQLite file created in the user's
@@ -29,7 +31,7 @@ func TestRunHeld(t *testing.T) {
 		`trap 'echo TERM > "$DIR/trap"; exit 7' TERM
 echo "$SIMBA_LOCK $SIMBA_OWNER $SIMBA_TOKEN" > "$DIR/env.tmp" && mv "$DIR/env.tmp" "$DIR/env"
 while :; do sleep 0.05; done`)
-	eventually(t, 10*time.Second, "the holder's CMD runs", func() bool { return fileHas(e.path("env"), "job") })
+	eventually(t, 30*time.Second, "the holder's CMD runs", func() bool { return fileHas(e.path("env"), "job") })
 	if _, err := os.Stat(filepath.Join(e.dir, ".local", "state", "simba", "simba.db")); err != nil {
 		t.Errorf("the default store was not created: %v", err)
 	}
@@ -59,16 +61,26 @@ while :; do sleep 0.05; done`)
 
 	checkStatus(t, e, "job", owner, token)
 
-	waiter := e.start("run", "job", "--", "sh", "-c", "echo ran > \"$DIR/waiter\"")
-	time.Sleep(200 * time.Millisecond) // let it wait; nothing to poll for
+	// The waiter logs its wait at debug level: a SIGINT sent before simba
+	// catches it would kill it by the default action (a loaded machine
+	// may take long to start it), which is not what is tested here.
+	waiter := e.start("run", "--log-level", "debug", "job", "--", "sh", "-c", "echo ran > \"$DIR/waiter\"")
+	eventually(t, 30*time.Second, "the waiter waits", func() bool {
+		return strings.Contains(waiter.stderr.String(), "event="+lease.EventWaiting)
+	})
 	waiter.signal(t, syscall.SIGINT)
-	oneErrorLine(t, waiter.wait(t, 5*time.Second), codeSignal+int(syscall.SIGINT))
+	r = waiter.wait(t, 30*time.Second)
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); r.code != codeSignal+int(syscall.SIGINT) ||
+		!strings.HasPrefix(lines[len(lines)-1], "simba: run: interrupted by interrupt") {
+		t.Errorf("an interrupted waiter: exit %d, stderr %q; want %d and the interruption last",
+			r.code, r.stderr, codeSignal+int(syscall.SIGINT))
+	}
 	if fileHas(e.path("waiter"), "ran") {
 		t.Error("an interrupted waiter ran its CMD")
 	}
 
 	holder.signal(t, syscall.SIGTERM)
-	r = holder.wait(t, 5*time.Second)
+	r = holder.wait(t, 30*time.Second)
 	if r.code != 7 || !fileHas(e.path("trap"), "TERM") {
 		t.Errorf("after SIGTERM to simba: exit %d (want CMD's 7), CMD saw TERM: %v; stderr %q", r.code, fileHas(e.path("trap"), "TERM"), r.stderr)
 	}
@@ -213,7 +225,7 @@ func testLostLease(t *testing.T, e *env, store string) {
 	timing := []string{"--ttl", "2s", "--transition", "1s"} // a call timeout of 500 ms: no spurious loss on a loaded machine
 	holder := e.start(append(append([]string{"run"}, timing...), "job", "--", "sh", "-c",
 		`trap '' TERM; echo $$ > "$DIR/pid"; echo "start $SIMBA_TOKEN" >> "$LOG"; sleep 30; echo "end $SIMBA_TOKEN" >> "$LOG"`)...)
-	eventually(t, 10*time.Second, "the holder's CMD starts", func() bool { return fileHas(log, "start") })
+	eventually(t, 30*time.Second, "the holder's CMD starts", func() bool { return fileHas(log, "start") })
 	stopped := time.Now() // before the stop: the measured wait is never shorter than the real one
 	holder.signal(t, syscall.SIGSTOP)
 
@@ -238,7 +250,7 @@ func testLostLease(t *testing.T, e *env, store string) {
 
 	holder.signal(t, syscall.SIGCONT)
 	continued := time.Now()
-	r = holder.wait(t, 5*time.Second)
+	r = holder.wait(t, 30*time.Second)
 	if line := finalErrorLine(t, r, codeLost); !strings.Contains(line, "lost") {
 		t.Errorf("holder: %s", line)
 	}
@@ -268,11 +280,11 @@ func TestRunKilled(t *testing.T) {
 	timing := []string{"--ttl", "500ms", "--transition", "250ms"}
 	holder := e.start(append(append([]string{"run"}, timing...), "job", "--", "sh", "-c",
 		`echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 30`)...)
-	eventually(t, 10*time.Second, "CMD starts", func() bool { return fileHas(e.path("pid"), "\n") })
+	eventually(t, 30*time.Second, "CMD starts", func() bool { return fileHas(e.path("pid"), "\n") })
 	b, _ := os.ReadFile(e.path("pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	holder.signal(t, syscall.SIGKILL)
-	holder.wait(t, 5*time.Second)
+	holder.wait(t, 30*time.Second)
 	eventually(t, 2*time.Second, "CMD ends with simba", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
 	r := e.run(append(append([]string{"run"}, timing...), "job", "--", "true")...)
 	if r.code != 0 {

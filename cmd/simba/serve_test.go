@@ -44,14 +44,14 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 		"job", "--", "sh", "-c", `while [ ! -e "$DIR/quit" ]; do sleep 0.02; done`)
 	addrRE := regexp.MustCompile(`serving /metrics and /healthz address=(127\.0\.0\.1:\d+)`)
 	var addr string
-	eventually(t, 10*time.Second, "simba says where it serves", func() bool {
+	eventually(t, 30*time.Second, "simba says where it serves", func() bool {
 		m := addrRE.FindStringSubmatch(p.stderr.String())
 		if m != nil {
 			addr = m[1]
 		}
 		return m != nil
 	})
-	eventually(t, 10*time.Second, "the lock is held and renewed", func() bool {
+	eventually(t, 30*time.Second, "the lock is held and renewed", func() bool {
 		_, body := get(t, "http://"+addr+"/metrics")
 		return strings.Contains(body, "\nsimba_lease_held 1\n") &&
 			regexp.MustCompile(`\nsimba_lease_renewals_total [1-9]`).MatchString(body)

@@ -140,7 +140,7 @@ func TestPrivateRedisClusterNodeRestart(t *testing.T) {
 	}
 	// A restarted master keeps its slots (nodes.conf) and serves them again.
 	timed(t, "redis cluster node restart", srv.Node(1).Restart)
-	eventually(t, 20*time.Second, "every slot after a master restart", func() error {
+	eventually(t, 60*time.Second, "every slot after a master restart", func() error {
 		return writeEverySlot(ctx, c, keys)
 	})
 }

@@ -51,7 +51,7 @@ func TestPrivateRedisFaults(t *testing.T) {
 		t.Fatalf("address changed on restart: %s -> %s", addr, srv.Addr())
 	}
 	// No persistence: the restarted server is empty (scenario S3).
-	eventually(t, 5*time.Second, "GET after restart", func() error {
+	eventually(t, 60*time.Second, "GET after restart", func() error {
 		err := c.Get(ctx, key).Err()
 		if errors.Is(err, redis.Nil) {
 			return nil
@@ -72,7 +72,7 @@ func TestPrivateRedisFaults(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "PING after resume", func() error { return c.Ping(ctx).Err() })
+	eventually(t, 60*time.Second, "PING after resume", func() error { return c.Ping(ctx).Err() })
 
 	timed(t, "redis stop", srv.Stop)
 	if err := c.Ping(ctx).Err(); err == nil {
@@ -82,11 +82,11 @@ func TestPrivateRedisFaults(t *testing.T) {
 		t.Fatalf("Pause of a stopped server: %v", err)
 	}
 	timed(t, "redis start", srv.Start)
-	eventually(t, 5*time.Second, "PING after start", func() error { return c.Ping(ctx).Err() })
+	eventually(t, 60*time.Second, "PING after start", func() error { return c.Ping(ctx).Err() })
 
 	timed(t, "redis kill", srv.Kill)
 	timed(t, "redis start after kill", srv.Start)
-	eventually(t, 5*time.Second, "PING after kill and start", func() error { return c.Ping(ctx).Err() })
+	eventually(t, 60*time.Second, "PING after kill and start", func() error { return c.Ping(ctx).Err() })
 }
 
 // TestPrivateRedisPersistence: a private server comes back from a SAVE's
@@ -110,7 +110,7 @@ func TestPrivateRedisPersistence(t *testing.T) {
 			t.Fatal(err)
 		}
 		if aof {
-			eventually(t, 5*time.Second, "the AOF written", func() error {
+			eventually(t, 60*time.Second, "the AOF written", func() error {
 				info, err := c.Info(ctx, "persistence").Result()
 				if err != nil || !strings.Contains(info, "aof_buffer_length:0") {
 					return errors.Join(errors.New("AOF buffer not empty"), err)
@@ -125,7 +125,7 @@ func TestPrivateRedisPersistence(t *testing.T) {
 			}
 			timed(t, "redis restart", srv.Restart)
 		}
-		eventually(t, 5*time.Second, "GET after restart", func() error {
+		eventually(t, 60*time.Second, "GET after restart", func() error {
 			v, err := c.Get(ctx, key).Result()
 			if err == nil && v != "v" {
 				err = errors.New("value " + v)

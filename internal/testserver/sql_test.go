@@ -95,7 +95,7 @@ func TestSQLPrivateFaults(t *testing.T) {
 			}
 
 			timed(t, name+" restart", srv.Restart)
-			eventually(t, 10*time.Second, "data after restart", func() error { return wantRows(count, 1) })
+			eventually(t, 60*time.Second, "data after restart", func() error { return wantRows(count, 1) })
 
 			if err := srv.Pause(); err != nil {
 				t.Fatal(err)
@@ -106,14 +106,14 @@ func TestSQLPrivateFaults(t *testing.T) {
 			if err := srv.Resume(); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, "query after resume", func() error { return queryOne(db, time.Second) })
+			eventually(t, 60*time.Second, "query after resume", func() error { return queryOne(db, time.Second) })
 
 			timed(t, name+" kill", srv.Kill)
 			if err := queryOne(db, time.Second); err == nil {
 				t.Fatal("query answered by a killed server")
 			}
 			timed(t, name+" start after kill (crash recovery)", srv.Start)
-			eventually(t, 10*time.Second, "data after crash", func() error { return wantRows(count, 1) })
+			eventually(t, 60*time.Second, "data after crash", func() error { return wantRows(count, 1) })
 			timed(t, name+" stop", srv.Stop)
 		})
 	}

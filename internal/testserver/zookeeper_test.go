@@ -52,7 +52,7 @@ func TestPrivateZooKeeperFaults(t *testing.T) {
 	}
 
 	timed(t, "zookeeper restart", srv.Restart)
-	eventually(t, 10*time.Second, "data after restart", func() error { return zkRoundTrip(conn, srv.Root(), "before") })
+	eventually(t, 60*time.Second, "data after restart", func() error { return zkRoundTrip(conn, srv.Root(), "before") })
 
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
@@ -68,13 +68,13 @@ func TestPrivateZooKeeperFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done // answered late or failed by the client's own timeout
-	eventually(t, 10*time.Second, "round trip after resume", func() error { return zkRoundTrip(conn, srv.Root(), "after") })
+	eventually(t, 60*time.Second, "round trip after resume", func() error { return zkRoundTrip(conn, srv.Root(), "after") })
 
 	timed(t, "zookeeper stop", srv.Stop)
 	timed(t, "zookeeper start", srv.Start)
 	// A start that takes longer than the session timeout (a loaded CI
 	// machine) expires the session: the client needs a new one first.
-	eventually(t, 30*time.Second, "round trip after start", func() error { return zkRoundTrip(conn, srv.Root(), "after") })
+	eventually(t, 60*time.Second, "round trip after start", func() error { return zkRoundTrip(conn, srv.Root(), "after") })
 }
 
 func TestZooKeeperEnsembleSurvivesNodeLoss(t *testing.T) {
@@ -97,7 +97,7 @@ func TestZooKeeperEnsembleSurvivesNodeLoss(t *testing.T) {
 
 	// Lose the leader: the two others elect a new one and keep serving.
 	timed(t, "zookeeper ensemble kill leader", e.Node(leader).Kill)
-	eventually(t, 20*time.Second, "round trip without the old leader", func() error {
+	eventually(t, 60*time.Second, "round trip without the old leader", func() error {
 		return zkRoundTrip(conn, e.Root(), "after")
 	})
 	if l := e.Leader(); l == leader || l < 0 {
@@ -108,7 +108,7 @@ func TestZooKeeperEnsembleSurvivesNodeLoss(t *testing.T) {
 	// following) within syncLimit ticks.
 	other := (leader + 1) % 3
 	timed(t, "zookeeper ensemble stop second node", e.Node(other).Stop)
-	eventually(t, 10*time.Second, "no leader without quorum", func() error {
+	eventually(t, 60*time.Second, "no leader without quorum", func() error {
 		if l := e.Leader(); l >= 0 {
 			return errors.New("node " + e.Node(l).Addr() + " still leads")
 		}
@@ -118,7 +118,7 @@ func TestZooKeeperEnsembleSurvivesNodeLoss(t *testing.T) {
 	// Bring both back: the old data is there.
 	timed(t, "zookeeper ensemble start node", e.Node(leader).Start)
 	timed(t, "zookeeper ensemble start node", e.Node(other).Start)
-	eventually(t, 20*time.Second, "round trip after both came back", func() error {
+	eventually(t, 60*time.Second, "round trip after both came back", func() error {
 		return zkRoundTrip(conn, e.Root(), "after")
 	})
 }
