@@ -101,7 +101,7 @@
 //
 // # Cost
 //
-// Requests per call (go test -bench . ./zkstore/): an uncontended Acquire
+// Requests per call (go test -bench . ./integration/zkstore/): an uncontended Acquire
 // 2 (create, list; 4 the first time, creating the mutex's znode), Renew
 // none (a listing after the queue changed, to notice a node deleted by
 // hand), Release 1 (delete), the Acquire of a waiter whose turn came none
