@@ -4,7 +4,7 @@ PKGS     := ./...
 # The modules: the library (.) and its server-backed tests (integration:
 # the stores' server tests, the CLI's, the test-server rig, the fault proxy
 # and the campaign), each built alone with the versions its go.mod names,
-# not the workspace's (go.work is for developers' go test ./integration/...).
+# not a workspace's (a go.work a developer may keep for their editor).
 export GOWORK = off
 # The fuzz target's seed corpus runs in `make test`; `make fuzz` explores.
 FUZZTIME ?= 30s
