@@ -1,20 +1,26 @@
 # simba-go — developer commands. `make test` is what CI runs (with CI=true).
 GO       ?= go
 PKGS     := ./...
+# The modules: the library (.) and its server-backed tests (integration:
+# the stores' server tests, the CLI's, the test-server rig, the fault proxy
+# and the campaign), each built alone with the versions its go.mod names,
+# not a workspace's (a go.work a developer may keep for their editor).
+export GOWORK = off
 # The fuzz target's seed corpus runs in `make test`; `make fuzz` explores.
 FUZZTIME ?= 30s
 
 SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: test test-containers containers containers-background vet fmt-check generate generate-check servers example fuzz bench-sql chaos bench
+.PHONY: test test-containers containers containers-background vet fmt-check generate generate-check footprint servers example fuzz bench-sql chaos bench
 
-# Two runs: every test on local servers (the Debian packages' binaries;
-# SIMBA_TEST_DOCKER=0 keeps containers out even when an engine answers),
-# then every server store's TCK once more through testcontainers
-# (test-containers). The Docker engine and images are got in the
-# background while vet and sqlc compile (containers waits for them).
-test: fmt-check servers containers-background vet generate-check containers
+# Two runs: every test of both modules on local servers (the Debian
+# packages' binaries; SIMBA_TEST_DOCKER=0 keeps containers out even when an
+# engine answers), then every server store's TCK once more through
+# testcontainers (test-containers). The Docker engine and images are got in
+# the background while vet and sqlc compile (containers waits for them).
+test: fmt-check servers containers-background vet generate-check footprint containers
 	SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd integration && SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m ./...
 	cd examples/otelprom && $(GO) test -race -count=1 ./...
 	@.ci/test-containers
 
@@ -36,12 +42,20 @@ containers-background:
 
 vet:
 	$(GO) vet $(PKGS)
+	cd integration && $(GO) vet ./...
 	cd examples/testcontainers && $(GO) vet ./...
 	cd examples/otelprom && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi
+
+# What a user's go.sum and binary get from the library (.ci/footprint):
+# fails when a container, Docker, test-server or other backend's module
+# reaches a Redis user's or a PostgreSQL user's go.sum, or another
+# backend's module the PostgreSQL user's binary.
+footprint:
+	@.ci/footprint
 
 # Regenerates internal/db from queries/ and schema/ with the sqlc pinned in
 # tools/go.mod (the first run compiles sqlc: about 2 minutes).
@@ -57,12 +71,12 @@ generate-check:
 
 # Round trips and hand-off time of the SQL stores (real servers).
 bench-sql:
-	SIMBA_TEST_DOCKER=0 $(GO) test -run '^$$' -bench . -benchtime 2s ./sqlstore/
+	cd integration && SIMBA_TEST_DOCKER=0 $(GO) test -run '^$$' -bench . -benchtime 2s ./sqlstore/
 
-# The fault campaign on every backend set-up at once (internal/chaos),
+# The fault campaign on every backend set-up at once (integration/chaos),
 # regenerating docs/reliability.md; make test runs it for 20 s per backend
 # with one lane (with -race, and so without the ZooKeeper set-ups: see
-# chaos.zookeeper in internal/chaos). CHAOS_FOR per backend, CHAOS_LANES
+# chaos.zookeeper in integration/chaos). CHAOS_FOR per backend, CHAOS_LANES
 # independent mutexes per backend (each with its own contenders and
 # nemesis), CHAOS_SEED for the nemeses. The default, 30 min with 3 lanes,
 # gives each set-up about 1,100 fault episodes.
@@ -74,7 +88,7 @@ CHAOS_SEED   ?= 1
 CHAOS_ONLY   ?= .
 CHAOS_REPORT ?= docs/reliability.md
 chaos: servers
-	SIMBA_TEST_DOCKER=0 $(GO) test -count=1 -timeout 0 -parallel 8 -run 'TestCampaign$$/$(CHAOS_ONLY)' -v ./internal/chaos/ -chaos.zookeeper \
+	cd integration && SIMBA_TEST_DOCKER=0 $(GO) test -count=1 -timeout 0 -parallel 8 -run 'TestCampaign$$/$(CHAOS_ONLY)' -v ./chaos/ -chaos.zookeeper \
 		-chaos.duration $(CHAOS_FOR) -chaos.lanes $(CHAOS_LANES) -chaos.seed $(CHAOS_SEED) \
 		-chaos.report $(CURDIR)/$(CHAOS_REPORT)
 

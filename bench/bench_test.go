@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/integration/testserver"
 )
 
 var (
@@ -91,7 +91,7 @@ func TestBench(t *testing.T) {
 var allServers = Servers{Redis: "-", Postgres: "-", MySQL: "-", SQLite: "-", ZooKeeper: "-", Etcd: "-", KeyPrefix: "-"}
 
 // startServers starts the servers of the backends in need (through
-// internal/testserver, and etcd) and asks each for its version.
+// integration/testserver, and etcd) and asks each for its version.
 func startServers(t *testing.T, need map[string]bool) (Servers, map[string]string) {
 	s := Servers{KeyPrefix: fmt.Sprintf("bench%x", time.Now().UnixNano()), ZKSessionS: 4}
 	v := map[string]string{}

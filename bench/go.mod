@@ -13,6 +13,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sanketplus/go-mysql-lock v0.0.5
 	github.com/simba-go/simba v0.0.0
+	github.com/simba-go/simba/integration v0.0.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
@@ -99,3 +100,5 @@ require (
 )
 
 replace github.com/simba-go/simba => ../
+
+replace github.com/simba-go/simba/integration => ../integration

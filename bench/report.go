@@ -27,7 +27,7 @@ func renderReport(facts []fact, targets []Target, tables []Table, wall time.Dura
 	for _, f := range facts {
 		p("| %s | %s |\n", f.name, mdEscape(f.value))
 	}
-	p("\nServers are local (127.0.0.1), started by `internal/testserver` (Redis, PostgreSQL, MariaDB, ZooKeeper) " +
+	p("\nServers are local (127.0.0.1), started by `integration/testserver` (Redis, PostgreSQL, MariaDB, ZooKeeper) " +
 		"and by the benchmark itself (etcd, Debian's etcd-server); SQLite is a file in a temporary directory. " +
 		"The machine is shared with the servers and the clients: the numbers compare the libraries with each other, " +
 		"not with other machines.\n\n")

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/integration/testserver"
 )
 
 // mysqlLockLeak ignores the goroutine go-mysql-lock v0.0.5 leaks on every

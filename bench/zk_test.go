@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/integration/testserver"
 )
 
 // zkTarget returns the target lib/ZooKeeper on the test's ZooKeeper.

@@ -101,17 +101,18 @@
 //
 // # Cost
 //
-// Requests per call (go test -bench . ./zkstore/): an uncontended Acquire
-// 2 (create, list; 4 the first time, creating the mutex's znode), Renew
-// none (a listing after the queue changed, to notice a node deleted by
-// hand), Release 1 (delete), the Acquire of a waiter whose turn came none
-// (its subscription saw the turn come), a poll 1 (list) by the next in
-// line and none by waiters further back, Get 3 (sync, list, read). A
-// hand-off costs 2: the delete, and one listing by the next waiter, after
-// its turn when the node ahead of it owned the mutex (the watch's event
-// says enough), before it otherwise. Queueing costs 3 or 4 (create, list,
-// read and watch the owner and the node ahead). Holding and waiting cost
-// the server nothing beyond the session's heartbeats.
+// Requests per call (go test -bench . ./zkstore/ in the integration
+// module): an uncontended Acquire 2 (create, list; 4 the first time,
+// creating the mutex's znode), Renew none (a listing after the queue
+// changed, to notice a node deleted by hand), Release 1 (delete), the
+// Acquire of a waiter whose turn came none (its subscription saw the turn
+// come), a poll 1 (list) by the next in line and none by waiters further
+// back, Get 3 (sync, list, read). A hand-off costs 2: the delete, and one
+// listing by the next waiter, after its turn when the node ahead of it
+// owned the mutex (the watch's event says enough), before it otherwise.
+// Queueing costs 3 or 4 (create, list, read and watch the owner and the
+// node ahead). Holding and waiting cost the server nothing beyond the
+// session's heartbeats.
 //
 // # Caveats
 //

@@ -1,0 +1,489 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Faulter is a fault that can be put on one client's connection
+// (integration/faultproxy's Proxy is one).
+type Faulter interface {
+	Blackhole()
+	Cut()
+	Delay(d time.Duration)
+	Heal()
+}
+
+// Server is a store server the nemesis may pause or restart (a private
+// integration/testserver Process is one).
+type Server interface {
+	Pause() error
+	Resume() error
+	Restart() error
+}
+
+// Setup is one backend of a campaign.
+type Setup struct {
+	Name string
+	// Client returns a new store client, with its own connection behind its
+	// own Faulter (nil when the store is in-process), and the Manager
+	// options the store needs (nil for the campaign's ttl and transition).
+	Client func() (lease.Store, Faulter, []lease.Option)
+	// Spawn, when not nil, makes a contender process: a command, not yet
+	// started, whose program calls [ChildMain] with a store client of its
+	// own behind the returned Faulter (nil: only signals reach it). The
+	// campaign adds the run's environment and starts it.
+	Spawn func() (*exec.Cmd, Faulter)
+	// Server, when not nil, may be paused and restarted.
+	Server Server
+	// KillPush, when not nil, kills the store's notification connections
+	// (LISTEN sessions, subscriber connections, doorbell waiters) from the
+	// server's side (S6).
+	KillPush func() error
+	// TTL and Transition of the Managers (unless Client's options say
+	// otherwise).
+	TTL, Transition time.Duration
+	// Workers is the number of in-process contenders per lane (default 3),
+	// Procs the number of contender processes per lane (default 1 when
+	// Spawn is set).
+	Workers, Procs int
+	// Lanes is the number of independent mutexes, each with its own
+	// contenders, registers and nemesis (default 1). Only lane 0's nemesis
+	// pauses or restarts the server; the other lanes live through it.
+	Lanes int
+}
+
+// Fault kinds of the nemesis (RELIABILITY.md's scenarios).
+const (
+	FaultBlackhole    = "blackhole a holder (S4)"
+	FaultCut          = "reset a holder's connection (S4)"
+	FaultDelay        = "slow a holder's calls to ttl/2 (S10)"
+	FaultDropReplies  = "drop replies after the server applied (S9)"
+	FaultPauseHolder  = "pause a holder mid-update (S1)"
+	FaultStopProc     = "SIGSTOP a holder process (S1)"
+	FaultKillProc     = "kill -9 a holder process (S2)"
+	FaultPauseServer  = "pause the server (S3)"
+	FaultRestartSrv   = "restart the server (S3)"
+	FaultKillPush     = "kill the notification connections (S6)"
+	episodeSettleTime = 500 * time.Millisecond
+)
+
+// Episode is one injected fault and what followed it.
+type Episode struct {
+	Fault string
+	// Victim is the contender the fault was aimed at ("" for the server),
+	// and Held whether it held the mutex when the fault began.
+	Victim string
+	Held   bool
+	// Start and Healed are when the fault began and ended; Takeover how
+	// long after Healed the next lease was acquired (-1 when none was by
+	// the end of the run).
+	Start, Healed, Takeover time.Duration
+	mutex                   string
+}
+
+// Result is what a campaign on one setup produced.
+type Result struct {
+	Setup string
+	// Lanes, Workers and Procs are the set-up's: mutexes, and in-process
+	// and process contenders per mutex.
+	Lanes, Workers, Procs int
+	Episodes              []Episode
+	Report                Report
+	Fenced                RegisterStats
+	Unfenced              RegisterStats
+	// Violations are every invariant breach: the holds', the fenced
+	// registers', takeovers past the I5 bound, and orphans (I7).
+	Violations []Violation
+}
+
+// member is one contender of a lane: an in-process worker or a process.
+type member struct {
+	name string
+	w    *Worker // in-process
+	p    *proc   // a process
+	f    Faulter // its connection; nil when none can be faulted
+}
+
+// Run runs a campaign on s for d: in each lane, contenders (in-process
+// workers and processes) increment the lane's registers while a nemesis
+// injects a random fault, lets it last, heals it and waits for things to
+// settle, again and again. seed seeds the nemeses' choices.
+func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
+	s.Workers, s.Lanes = cmp.Or(s.Workers, 3), cmp.Or(s.Lanes, 1)
+	if s.Spawn == nil {
+		s.Procs = 0
+	} else {
+		s.Procs = cmp.Or(s.Procs, 1)
+	}
+	fail := func(err error) Result {
+		return Result{Setup: s.Name, Violations: []Violation{violation("setup", "%v", err)}}
+	}
+	dir, err := os.MkdirTemp("", "chaos")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	start := SystemClock()
+	h := NewSystemHistory(start)
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	lanes := make([]*lane, s.Lanes)
+	for i := range lanes {
+		l, err := newLane(ctx, s, i, h, dir, start)
+		if err != nil {
+			cancel()
+			for _, l := range lanes[:i] {
+				l.stop()
+			}
+			return fail(err)
+		}
+		lanes[i] = l
+	}
+	var wg sync.WaitGroup
+	for i, l := range lanes {
+		wg.Go(func() { l.nemesis(ctx, rand.New(rand.NewPCG(seed, uint64(len(s.Name)*100+i)))) })
+	}
+	wg.Wait()
+	for _, l := range lanes {
+		l.stop()
+	}
+	res := Result{Setup: s.Name, Lanes: s.Lanes, Workers: s.Workers, Procs: s.Procs, Report: CheckHolds(h.Holds())}
+	span := s.TTL + s.Transition
+	for _, l := range lanes {
+		res.Fenced.add(l.fenced.Stats())
+		res.Unfenced.add(l.unfenced.Stats())
+		res.Violations = append(res.Violations, l.fenced.Check()...)
+		res.Violations = append(res.Violations, l.errs...)
+		if v, ok := orphans(s, l.mutex, span); !ok {
+			res.Violations = append(res.Violations, v)
+		}
+		res.Episodes = append(res.Episodes, l.episodes...)
+	}
+	res.Episodes = takeovers(res.Episodes, h.Holds())
+	res.Violations = append(res.Violations, res.Report.Violations...)
+	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span, h.Now())...)
+	return res
+}
+
+// lane is one mutex of a campaign with its contenders and registers.
+type lane struct {
+	s                Setup
+	idx              int
+	mutex            string
+	h                *History
+	fenced, unfenced *Register
+	hub              *Hub
+	members          []member
+	ctx              context.Context
+	wg               sync.WaitGroup // the in-process workers
+	episodes         []Episode
+	errs             []Violation
+}
+
+func newLane(ctx context.Context, s Setup, idx int, h *History, dir string, start time.Duration) (*lane, error) {
+	l := &lane{s: s, idx: idx, mutex: fmt.Sprintf("chaos/%s/%d", s.Name, idx), h: h,
+		fenced: NewRegister(true), unfenced: NewRegister(false), ctx: ctx}
+	for i := range s.Workers {
+		store, f, opts := s.Client()
+		name := fmt.Sprintf("%s-%d-w%d", s.Name, idx, i)
+		if opts == nil {
+			opts = []lease.Option{lease.WithTTL(s.TTL), lease.WithTransition(s.Transition)}
+		}
+		m, err := lease.NewManager(store, append(opts, lease.WithContenderID(name))...)
+		if err != nil {
+			l.stop()
+			return nil, err
+		}
+		w := &Worker{Name: name, Manager: m, Mutex: l.mutex, Fenced: l.fenced, Unfenced: l.unfenced,
+			History: h, Think: s.TTL}
+		l.members = append(l.members, member{name: name, w: w, f: f})
+		l.wg.Go(func() {
+			w.Run(ctx)
+			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+			m.Close(cctx)
+			ccancel()
+		})
+	}
+	if s.Procs == 0 {
+		return l, nil
+	}
+	hub, err := NewHub(filepath.Join(dir, fmt.Sprintf("hub%d", idx)), l.mutex, h, l.fenced, l.unfenced)
+	if err != nil {
+		l.stop()
+		return nil, err
+	}
+	l.hub = hub
+	for i := range s.Procs {
+		p := &proc{s: s, hub: hub.ln.Addr().String(), mutex: l.mutex, base: fmt.Sprintf("%s-%d-p%d", s.Name, idx, i),
+			start: start, log: filepath.Join(dir, fmt.Sprintf("p%d-%d.log", idx, i))}
+		if err := p.spawn(); err != nil {
+			l.stop()
+			return nil, err
+		}
+		l.members = append(l.members, member{name: p.name, p: p, f: p.f})
+	}
+	return l, nil
+}
+
+// stop ends the lane's contenders (processes by SIGTERM: they release and
+// exit) and its hub, and heals every fault.
+func (l *lane) stop() {
+	for _, m := range l.members {
+		if m.f != nil {
+			m.f.Heal()
+		}
+	}
+	l.wg.Wait()
+	for _, m := range l.members {
+		if m.p != nil {
+			if err := m.p.terminate(); err != nil {
+				l.errs = append(l.errs, violation("setup", "%s: %v", m.name, err))
+			}
+		}
+	}
+	if l.hub != nil {
+		_ = l.hub.Close()
+		if err := l.hub.Err(); err != nil {
+			l.errs = append(l.errs, violation("setup", "%v", err))
+		}
+	}
+}
+
+// nemesis injects faults on the lane until ctx ends.
+func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
+	s := l.s
+	span := s.TTL + s.Transition
+	for sleep(ctx, episodeSettleTime+time.Duration(rng.Int64N(int64(span)))) {
+		victim := l.members[rng.IntN(len(l.members))]
+		if holder := l.h.Holder(l.mutex); holder != "" && rng.IntN(4) > 0 {
+			for _, m := range l.members { // mostly the holder: that is where faults bite
+				if m.name == holder {
+					victim = m
+				}
+			}
+		}
+		var kinds []string
+		if victim.f != nil {
+			kinds = append(kinds, FaultBlackhole, FaultCut, FaultDelay)
+			if _, ok := victim.f.(interface{ DropReplies() }); ok {
+				kinds = append(kinds, FaultDropReplies)
+			}
+		}
+		if victim.w != nil {
+			kinds = append(kinds, FaultPauseHolder)
+		} else {
+			kinds = append(kinds, FaultStopProc, FaultKillProc)
+		}
+		if l.idx == 0 && s.Server != nil {
+			kinds = append(kinds, FaultPauseServer, FaultRestartSrv)
+		}
+		if l.idx == 0 && s.KillPush != nil {
+			kinds = append(kinds, FaultKillPush)
+		}
+		kind := kinds[rng.IntN(len(kinds))]
+		last := time.Duration(rng.Int64N(int64(2 * span)))
+		ep := Episode{Fault: kind, Victim: victim.name, Start: l.h.Now(), Takeover: -1, mutex: l.mutex}
+		ep.Held = l.h.Holder(l.mutex) == ep.Victim
+		switch kind {
+		case FaultPauseServer, FaultRestartSrv, FaultKillPush:
+			ep.Victim, ep.Held = "", false
+		}
+		switch kind {
+		case FaultBlackhole:
+			victim.f.Blackhole()
+		case FaultCut:
+			victim.f.Cut()
+		case FaultDelay:
+			victim.f.Delay(s.TTL / 2)
+		case FaultDropReplies:
+			victim.f.(interface{ DropReplies() }).DropReplies()
+		case FaultPauseHolder:
+			victim.w.PauseNext(last)
+		case FaultStopProc:
+			if err := victim.p.signal(syscall.SIGSTOP); err != nil {
+				l.errs = append(l.errs, violation("setup", "SIGSTOP %s: %v", victim.name, err))
+			}
+		case FaultKillProc:
+			if err := victim.p.kill(); err != nil {
+				l.errs = append(l.errs, violation("setup", "kill %s: %v", victim.name, err))
+			}
+			l.h.Stopped(victim.name, ep.Start, math.MaxInt64)
+		case FaultPauseServer:
+			_ = s.Server.Pause()
+		case FaultRestartSrv:
+			_ = s.Server.Restart()
+		case FaultKillPush:
+			if err := s.KillPush(); err != nil {
+				l.errs = append(l.errs, violation("setup", "kill push: %v", err))
+			}
+		}
+		sleep(ctx, last)
+		switch kind {
+		case FaultBlackhole, FaultCut, FaultDelay, FaultDropReplies:
+			victim.f.Heal()
+		case FaultStopProc:
+			_ = victim.p.signal(syscall.SIGCONT)
+			l.h.Stopped(victim.name, ep.Start, l.h.Now())
+		case FaultKillProc:
+			if ctx.Err() == nil {
+				if err := victim.p.spawn(); err != nil { // a new incarnation, with a new id
+					l.errs = append(l.errs, violation("setup", "respawn %s: %v", victim.name, err))
+				}
+				for i := range l.members {
+					if l.members[i].p == victim.p {
+						l.members[i].name, l.members[i].f = victim.p.name, victim.p.f
+					}
+				}
+			}
+		case FaultPauseServer:
+			_ = s.Server.Resume()
+		}
+		ep.Healed = l.h.Now()
+		l.episodes = append(l.episodes, ep)
+	}
+}
+
+// checkTakeover checks I5: when a fault cuts off the holder (black hole,
+// reset, SIGSTOP) for longer than its lease, or kills it, another contender
+// holds within ttl +
+// transition + the late jitter (1 s) + a poll and scheduling slack (1 s) of
+// the fault's start — whether or not any release notification arrives.
+//
+// An episode is not judged when its bound reaches past the end of the run,
+// or when a server fault (a pause or restart, drawn by lane 0's nemesis)
+// overlaps its window: a server that does not answer delays every
+// takeover, and that is not the holder's fault.
+func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Duration) []Violation {
+	bound := span + 2*time.Second
+	var server [][2]time.Duration // server faults, each extended by a bound for recovery
+	for _, e := range eps {
+		if e.Fault == FaultPauseServer || e.Fault == FaultRestartSrv {
+			server = append(server, [2]time.Duration{e.Start, e.Healed + bound})
+		}
+	}
+	overlaps := func(e Episode) bool {
+		for _, w := range server {
+			if w[0] <= e.Start+bound && e.Start <= w[1] {
+				return true
+			}
+		}
+		return false
+	}
+	var vs []Violation
+	for _, e := range eps {
+		switch {
+		case !e.Held || e.Start+bound > end || overlaps(e):
+			continue
+		case e.Fault == FaultKillProc:
+		case e.Fault == FaultBlackhole || e.Fault == FaultCut || e.Fault == FaultStopProc:
+			if e.Healed-e.Start < bound {
+				continue // healed before the bound
+			}
+		default:
+			continue // not cut off: a slowed holder may go on renewing, a paused write keeps its lease
+		}
+		first := time.Duration(-1)
+		for _, h := range holds {
+			if h.Mutex == e.mutex && h.Client != e.Victim && h.Acquired >= e.Start && (first < 0 || h.Acquired < first) {
+				first = h.Acquired
+			}
+		}
+		if first < 0 || first-e.Start > bound {
+			var around []string // the holds of the mutex near the fault, to tell why
+			for _, h := range holds {
+				if h.Mutex == e.mutex && h.Acquired < e.Start+2*bound && (h.Done == Open || h.Done > e.Start-bound) {
+					around = append(around, fmt.Sprintf("%s token %d [%v, %s]", h.Client, h.Token, h.Acquired, doneString(h.Done)))
+				}
+			}
+			vs = append(vs, violation("I5", "%s: %q cut %s off at %v for %v; next grant to another at %v (bound %v after the start); holds around: %s",
+				setup, e.Fault, e.Victim, e.Start, e.Healed-e.Start, first, bound, strings.Join(around, "; ")))
+		}
+	}
+	return vs
+}
+
+// takeovers fills in, for each episode, how long after its healing the
+// next lease was acquired.
+func takeovers(eps []Episode, holds []Hold) []Episode {
+	acqs := map[string][]time.Duration{} // by mutex, sorted
+	for _, h := range holds {
+		acqs[h.Mutex] = append(acqs[h.Mutex], h.Acquired)
+	}
+	for _, acq := range acqs {
+		slices.Sort(acq)
+	}
+	for i, e := range eps {
+		acq := acqs[e.mutex]
+		j := sort.Search(len(acq), func(k int) bool { return acq[k] >= e.Healed })
+		if j < len(acq) {
+			eps[i].Takeover = acq[j] - e.Healed
+		}
+	}
+	return eps
+}
+
+// pauser lets the nemesis stop a worker between its check of the lease
+// and its write, as a stop-the-world pause or SIGSTOP would.
+type pauser struct{ next atomic.Int64 }
+
+// PauseNext makes the worker's next write wait d after it checked that it
+// still holds its lease.
+func (w *Worker) PauseNext(d time.Duration) { w.pause.next.Store(int64(d)) }
+
+func (p *pauser) take() time.Duration { return time.Duration(p.next.Swap(0)) }
+
+// orphans checks I7 after every contender closed: within ttl + transition
+// (what a grant whose release failed may still run) plus two seconds, a
+// newcomer — a fresh client and Manager — takes the mutex with
+// TryAcquire: nothing left behind (a grant, a queue entry, a znode) blocks
+// it longer. (A store's Get cannot always tell: a ZooKeeper client that
+// never wrote does not know the server's time, so it reports a waiter's
+// left-over node as held back for a whole window.)
+func orphans(s Setup, mutex string, span time.Duration) (Violation, bool) {
+	store, _, opts := s.Client()
+	if opts == nil {
+		opts = []lease.Option{lease.WithTTL(s.TTL), lease.WithTransition(s.Transition)}
+	}
+	m, err := lease.NewManager(store, append(opts, lease.WithContenderID("chaos-newcomer"))...)
+	if err != nil {
+		return violation("setup", "%s: %v", s.Name, err), false
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Close(ctx)
+	}()
+	deadline := time.Now().Add(span + 2*time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l, err := m.TryAcquire(ctx, mutex)
+		if err == nil {
+			_ = l.Release(ctx)
+			cancel()
+			return Violation{}, true
+		}
+		rec, gerr := store.Get(ctx, mutex)
+		cancel()
+		if time.Now().After(deadline) {
+			return violation("I7", "%s: after every contender closed and %v more, a newcomer cannot take %q: %v (Get = %+v, %v)",
+				s.Name, span+2*time.Second, mutex, err, rec, gerr), false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,344 @@
+package faultproxy_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/simba-go/simba/integration/faultproxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// short is how long a request waits before it counts as unanswered.
+const short = 300 * time.Millisecond
+
+// echoServer echoes every connection until the test ends.
+func echoServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+func newProxy(t *testing.T, target string) *faultproxy.Proxy {
+	p, err := faultproxy.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// client is a line-oriented connection through the proxy.
+type client struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func dial(t *testing.T, addr string) *client {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &client{Conn: c, r: bufio.NewReader(c)}
+}
+
+// refused checks that a new connection through the proxy is reset: at
+// dial (the reset may beat connect's return on loopback) or at the first
+// round trip, and promptly, not by a timeout.
+func refused(t *testing.T, addr, what string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		defer c.Close()
+		cl := &client{Conn: c, r: bufio.NewReader(c)}
+		err = cl.roundTrip("x", time.Second)
+	}
+	if err == nil || isTimeout(err) {
+		t.Fatalf("%s: %v, want a reset", what, err)
+	}
+}
+
+// send writes a line without waiting for the answer.
+func (c *client) send(line string) error {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, err := c.Write([]byte(line + "\n"))
+	return err
+}
+
+// recv reads one line, waiting at most d.
+func (c *client) recv(d time.Duration) (string, error) {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	s, err := c.r.ReadString('\n')
+	return strings.TrimSuffix(s, "\n"), err
+}
+
+// roundTrip sends a line and expects it back within d.
+func (c *client) roundTrip(line string, d time.Duration) error {
+	if err := c.send(line); err != nil {
+		return err
+	}
+	got, err := c.recv(d)
+	if err != nil {
+		return err
+	}
+	if got != line {
+		return errors.New("echo " + got + ", want " + line)
+	}
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestForward(t *testing.T) {
+	t.Parallel()
+	target := echoServer(t)
+	p := newProxy(t, target)
+	if p.Target() != target || !strings.HasPrefix(p.Addr(), "127.0.0.1:") {
+		t.Fatalf("addr %s target %s", p.Addr(), p.Target())
+	}
+	c := dial(t, p.Addr())
+	for _, line := range []string{"a", strings.Repeat("x", 100000)} {
+		if err := c.roundTrip(line, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.Conns(); n != 1 {
+		t.Fatalf("Conns = %d", n)
+	}
+}
+
+func TestCut(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t, echoServer(t))
+	c := dial(t, p.Addr())
+	if err := c.roundTrip("before", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	_, err := c.recv(time.Second)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("open connection after Cut: %v, want a reset", err)
+	}
+	// While cut, new connections are accepted and reset.
+	refused(t, p.Addr(), "new connection while cut")
+	p.Heal()
+	if err := dial(t, p.Addr()).roundTrip("after", time.Second); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+}
+
+func TestBlackhole(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t, echoServer(t))
+	c := dial(t, p.Addr())
+	if err := c.roundTrip("before", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	if err := c.send("held"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.recv(short); !isTimeout(err) {
+		t.Fatalf("request through a black hole: %v, want a timeout", err)
+	}
+	fresh := dial(t, p.Addr()) // accepted, but silent
+	if err := fresh.send("fresh"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.recv(short); !isTimeout(err) {
+		t.Fatalf("new connection in a black hole: %v, want a timeout", err)
+	}
+
+	p.Heal()
+	// The sockets were never closed: the held bytes arrive now.
+	if got, err := c.recv(time.Second); err != nil || got != "held" {
+		t.Fatalf("after Heal: %q, %v", got, err)
+	}
+	if got, err := fresh.recv(time.Second); err != nil || got != "fresh" {
+		t.Fatalf("new connection after Heal: %q, %v", got, err)
+	}
+}
+
+func TestDelay(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t, echoServer(t))
+	c := dial(t, p.Addr())
+	if err := c.roundTrip("warm", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const d = 150 * time.Millisecond
+	p.Delay(d)
+	begin := time.Now()
+	if err := c.roundTrip("slow", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Held d on the way there and d on the way back.
+	if rtt := time.Since(begin); rtt < 2*d || rtt > 20*d {
+		t.Fatalf("round trip with delay %v took %v", d, rtt)
+	}
+	p.Heal()
+	begin = time.Now()
+	if err := c.roundTrip("fast", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if rtt := time.Since(begin); rtt >= d {
+		t.Fatalf("round trip after Heal took %v", rtt)
+	}
+}
+
+func TestTargetDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	_ = ln.Close()
+	refused(t, newProxy(t, down).Addr(), "through a proxy to a closed port")
+}
+
+func TestCloseEndsEverything(t *testing.T) {
+	t.Parallel()
+	p, err := faultproxy.New(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, p.Addr())
+	if err := c.roundTrip("x", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	_ = c.send("held") // a pump waits in the black hole
+	begin := time.Now()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > time.Second {
+		t.Fatalf("Close took %v", took)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := c.recv(time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("connection after Close: %v, want closed", err)
+	}
+	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		t.Fatal("dial after Close succeeded")
+	}
+}
+
+func TestNewRejectsBadTarget(t *testing.T) {
+	t.Parallel()
+	for _, target := range []string{"", "no-port", "1.2.3.4"} {
+		if p, err := faultproxy.New(target); err == nil {
+			_ = p.Close()
+			t.Errorf("New(%q) succeeded", target)
+		}
+	}
+}
+
+func TestDropReplies(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4) // every line the server applied
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a server that applies one line per connection, then answers
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					got <- strings.TrimSuffix(line, "\n")
+					if _, err := io.WriteString(c, line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	p := newProxy(t, ln.Addr().String())
+	c := dial(t, p.Addr())
+	if err := c.roundTrip("before", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	p.DropReplies()
+	if err := c.send("applied"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.recv(time.Second); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("reply while replies are dropped: %v, want a reset", err)
+	}
+	select {
+	case line := <-got:
+		if line != "applied" {
+			t.Fatalf("server applied %q", line)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the request did not reach the server")
+	}
+	p.Heal()
+	if err := dial(t, p.Addr()).roundTrip("after", time.Second); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+}

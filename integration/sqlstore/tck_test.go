@@ -1,0 +1,78 @@
+package sqlstore_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/simba-go/simba/integration/faultproxy"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/tck"
+)
+
+// tckOptions give every store call of the suite 800 ms instead of ttl/4
+// (250 ms): a new pooled connection to a server that shares two cores with
+// the whole test run (PostgreSQL forks a backend) can take longer than
+// that, which is a slow machine, not a store bug. Loss is still told by
+// the deadline timer, which no call delays.
+var tckOptions = []lease.Option{lease.WithCallTimeout(800 * time.Millisecond)}
+
+// TestTCK runs the conformance suite on PostgreSQL and on MySQL/MariaDB:
+// a fresh, migrated database per case, a new *sql.DB per client, and a
+// partitioned client through a black-holing TCP proxy.
+func TestTCK(t *testing.T) {
+	for _, d := range servers {
+		t.Run(d.name, func(t *testing.T) {
+			tck.Run(t, tck.Harness{
+				Open: func(t *testing.T) tck.Backend {
+					srv := d.server(t)
+					dsn := srv.DSN()
+					d.migrate(t, dsn)
+					return tck.Backend{
+						Client: func() lease.Store { return d.newStore(t, dsn) },
+						Partitioned: func() (lease.Store, tck.Partition) {
+							p, err := faultproxy.New(srv.Addr())
+							if err != nil {
+								t.Fatalf("faultproxy: %v", err)
+							}
+							t.Cleanup(func() { p.Close() })
+							return d.newStore(t, strings.Replace(dsn, srv.Addr(), p.Addr(), 1)), faultproxy.Hanging{Proxy: p}
+						},
+					}
+				},
+				Options: tckOptions,
+				// A pooled MySQL connection's context watcher lives as
+				// long as the connection, which database/sql keeps.
+				LeakOptions: []goleak.Option{
+					goleak.IgnoreTopFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
+				},
+			})
+		})
+	}
+}
+
+// TestTCKSQLite runs the conformance suite on SQLite: a fresh file per
+// case, a new *sql.DB per client (as separate processes would open it),
+// and a partitioned client whose calls hang in front of the store
+// (tck.Cuttable: there is no connection for a proxy to cut). Every commit
+// waits for fsync (synchronous=FULL, so a token survives a power cut),
+// which on a disk shared with the whole test run can stall writers for
+// hundreds of milliseconds: a ttl of 2 s leaves the renewals room.
+func TestTCKSQLite(t *testing.T) {
+	tck.Run(t, tck.Harness{
+		Open: func(t *testing.T) tck.Backend {
+			dsn := sqlite.migrated(t)
+			return tck.Backend{
+				Client: func() lease.Store { return sqlite.newStore(t, dsn) },
+				Partitioned: func() (lease.Store, tck.Partition) {
+					return tck.Cuttable(sqlite.newStore(t, dsn))
+				},
+			}
+		},
+		TTL:        2 * time.Second,
+		Transition: time.Second,
+		Options:    tckOptions,
+	})
+}

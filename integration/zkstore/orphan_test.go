@@ -1,0 +1,167 @@
+package zkstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/integration/testserver"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/zkstore"
+)
+
+// children returns the node names under the mutex's znode.
+func children(t *testing.T, s *zkstore.Store, srv *testserver.ZooKeeperServer, mutex string) []string {
+	t.Helper()
+	conn := connect(t, srv.Servers(), tckSession).Conn()
+	names, _, err := conn.Children(dir(s, mutex))
+	if err != nil {
+		t.Fatalf("Children: %v", err)
+	}
+	return names
+}
+
+// TestLostCreateReply (I7, S9): a node created by a create whose reply was
+// lost is found and used by the retried Acquire; no second node is left.
+func TestLostCreateReply(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	ctx := t.Context()
+	const name = "i7/lost-create"
+	for _, c := range []string{"holder", "waiter"} {
+		if err := loseCreateReply(ctx, s, name, c, time.Second, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := children(t, s, srv, name)
+	rec, err := s.Acquire(ctx, name, "holder", time.Second, time.Second)
+	if err != nil || !rec.Held("holder") {
+		t.Fatalf("Acquire after a lost create reply = %+v, %v; want held", rec, err)
+	}
+	if rec, err := s.Acquire(ctx, name, "waiter", time.Second, time.Second); err != nil || rec.Owner != "holder" {
+		t.Fatalf("waiter's Acquire after a lost create reply = %+v, %v; want owner holder", rec, err)
+	}
+	after := children(t, s, srv, name)
+	slices.Sort(before)
+	slices.Sort(after)
+	if len(before) != 2 || !slices.Equal(before, after) {
+		t.Errorf("nodes before the retries %v, after %v; want the same two", before, after)
+	}
+}
+
+// TestSlowCreateAbandoned (I7, S9): an Acquire gives up (its context
+// ends) while its create is still on the wire; the create lands later.
+// The next Acquire finds that node instead of leaving a second one.
+func TestSlowCreateAbandoned(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	p, addrs := proxied(t, srv.Servers())
+	s := newStore(t, connect(t, addrs, tckSession), srv.Root())
+	ctx := t.Context()
+	const name = "i7/slow-create"
+	warm, err := s.Acquire(ctx, name, "warm", time.Second, time.Second) // the mutex's znode exists
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, name, "warm", warm.Token); err != nil {
+		t.Fatal(err)
+	}
+	p[0].Delay(time.Second)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = s.Acquire(short, name, "a", 5*time.Second, 5*time.Second)
+	cancel()
+	if err == nil {
+		t.Fatal("Acquire through a 1 s delay returned within 200 ms")
+	}
+	deadline := time.Now().Add(10 * time.Second) // the create lands
+	for len(children(t, s, srv, name)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned create never landed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Heal()
+	if n := children(t, s, srv, name); len(n) != 1 {
+		t.Fatalf("after the abandoned create: nodes %v, want one", n)
+	}
+	rec, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("Acquire after the abandoned create = %+v, %v; want held", rec, err)
+	}
+	if n := children(t, s, srv, name); len(n) != 1 {
+		t.Errorf("after the retry: nodes %v, want one", n)
+	}
+}
+
+// TestAcquireTwice (S9): a repeated Acquire by the holder keeps its node
+// and token; a repeated Acquire by a waiter keeps its place; Release with
+// token 0 withdraws the waiter and leaves the holder alone.
+func TestAcquireTwice(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	ctx := t.Context()
+	const name = "i7/twice"
+	first, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Acquire(ctx, name, "a", time.Second, time.Second)
+	if err != nil || again.Token != first.Token || !again.Held("a") {
+		t.Errorf("second Acquire = %+v, %v; want the same grant, token %d", again, err, first.Token)
+	}
+	for range 2 {
+		if rec, err := other.Acquire(ctx, name, "b", time.Second, time.Second); err != nil || rec.Owner != "a" || rec.Token != first.Token {
+			t.Errorf("waiter's Acquire = %+v, %v; want owner a, token %d", rec, err, first.Token)
+		}
+	}
+	if n := children(t, s, srv, name); len(n) != 2 {
+		t.Errorf("nodes %v, want one per contender", n)
+	}
+	if err := other.Release(ctx, name, "b", 0); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("Release(0) by the waiter: %v, want ErrNotHeld", err)
+	}
+	if err := other.Release(ctx, name, "a", 0); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("Release(0) naming the holder: %v, want ErrNotHeld", err)
+	}
+	if n := children(t, s, srv, name); len(n) != 1 {
+		t.Errorf("after the waiter withdrew: nodes %v, want the holder's only", n)
+	}
+	if err := s.Release(ctx, name, "a", first.Token); err != nil {
+		t.Errorf("Release by the holder: %v", err)
+	}
+	if n := children(t, s, srv, name); len(n) != 0 {
+		t.Errorf("after the release: nodes %v, want none", n)
+	}
+}
+
+// TestLapsedGrantGetsNewToken (I1): an Acquire by the holder after its
+// grant lapsed, with nobody else around, is a new grant: a new node with a
+// larger token, never the lapsed one revived.
+func TestLapsedGrantGetsNewToken(t *testing.T) {
+	t.Parallel()
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	ctx := t.Context()
+	const name = "i1/lapsed"
+	const ttl, transition = 100 * time.Millisecond, 100 * time.Millisecond
+	first, err := s.Acquire(ctx, name, "a", ttl, transition)
+	if err != nil || !first.Held("a") {
+		t.Fatalf("Acquire = %+v, %v", first, err)
+	}
+	if again, err := s.Acquire(ctx, name, "a", ttl, transition); err != nil || again.Token != first.Token {
+		t.Fatalf("Acquire within the grant = %+v, %v; want token %d", again, err, first.Token)
+	}
+	time.Sleep(ttl + transition + 100*time.Millisecond)
+	late, err := s.Acquire(ctx, name, "a", ttl, transition)
+	if err != nil || !late.Held("a") || late.Token <= first.Token {
+		t.Errorf("Acquire after the grant lapsed = %+v, %v; want a new grant with a token above %d", late, err, first.Token)
+	}
+	if n := children(t, s, srv, name); len(n) != 1 {
+		t.Errorf("nodes %v, want one", n)
+	}
+}

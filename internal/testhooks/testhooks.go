@@ -1,0 +1,53 @@
+// Package testhooks lets the tests of the integration module
+// (github.com/simba-go/simba/integration, the tests that need a server)
+// reach the few internals of the stores that a package's export_test.go
+// would expose to its external tests: tests in another module do not see
+// this module's _test.go files. Each store sets its hooks in an init
+// function (its hooks.go); a store's own types appear as any, so that this
+// package imports no store and no driver. Being internal, it is no API: no
+// user of the library can import it.
+package testhooks
+
+import (
+	"context"
+	"time"
+)
+
+// redisstore's hooks (redisstore/hooks.go).
+var (
+	// RedisWithHealthCheck returns a redisstore.Option that sets how long a
+	// subscription may stay silent before the reader pings it, so tests
+	// need not wait 20 s for a black-holed subscription to break.
+	RedisWithHealthCheck func(d time.Duration) any
+	// RedisPinned returns a connection of c (a *redis.Client) that never
+	// dials again once it broke (a *redis.Conn), and the function that
+	// releases it.
+	RedisPinned func(c any) (conn any, done func())
+)
+
+// sqlstore's hook (sqlstore/hooks.go): SQLMySQLWithoutReturning makes s,
+// a MySQL *sqlstore.Store, run the form of acquire that MySQL takes (no
+// RETURNING: the token in the reply's insert id, a read after a loss), so
+// that the tests run it on MariaDB too.
+var SQLMySQLWithoutReturning func(s any)
+
+// zkstore's hooks (zkstore/hooks.go); s is a *zkstore.Store.
+var (
+	// ZKTrips returns the number of requests s has sent.
+	ZKTrips func(s any) int64
+	// ZKLoseCreateReply creates contender's node as a create whose reply
+	// was lost leaves it: on the server, unknown to s but for the doubt.
+	ZKLoseCreateReply func(ctx context.Context, s any, mutex, contender string, ttl, transition time.Duration) error
+	// ZKDir returns the znode of mutex.
+	ZKDir func(s any, mutex string) string
+	// ZKEscape is the name encoding of a mutex.
+	ZKEscape func(name string) string
+	// ZKParseChild returns the contender id a node name carries.
+	ZKParseChild func(name string) (string, bool)
+	// ZKOfflineSession returns a *zkstore.Session whose conn never reaches
+	// a server, for tests of input checks (New does no I/O).
+	ZKOfflineSession func() (any, error)
+	// ZKSubscribed reports whether a Watch subscription of contender for
+	// mutex is live in s.
+	ZKSubscribed func(s any, mutex, contender string) bool
+)

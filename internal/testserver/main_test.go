@@ -1,9 +1,0 @@
-package testserver_test
-
-import (
-	"testing"
-
-	"github.com/simba-go/simba/internal/testserver"
-)
-
-func TestMain(m *testing.M) { testserver.VerifyTestMain(m) }
