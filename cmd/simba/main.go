@@ -153,14 +153,6 @@ func (c *cli) printf(format string, args ...any) {
 	fmt.Fprintln(c.stderr, "simba: "+oneLine(fmt.Sprintf(format, args...)))
 }
 
-// commands maps each command name to its implementation.
-var commands = map[string]func(c *cli, args []string) error{
-	"run":     (*cli).cmdRun,
-	"elect":   (*cli).cmdElect,
-	"status":  (*cli).cmdStatus,
-	"migrate": (*cli).cmdMigrate,
-}
-
 // run executes one simba invocation and returns its exit code.
 func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{environ: environ, stdin: stdin, stdout: stdout, stderr: stderr}
@@ -169,19 +161,25 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 func (c *cli) dispatch(args []string) error {
 	if len(args) == 0 {
-		fmt.Fprint(c.stderr, usage[""])
+		fmt.Fprint(c.stderr, usageOf(c, ""))
 		return fail(codeUsage, "no command (see simba help)")
 	}
 	name, rest := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return c.help(rest)
+	case "--version", "-version":
+		name = "version"
 	}
-	cmd, ok := commands[name]
+	d, ok := commandByName(name)
 	if !ok {
-		return fail(codeUsage, "unknown command %q (commands: run, elect, status, migrate, help)", name)
+		return fail(codeUsage, "unknown command %q (commands: %s)", name, commandNames())
 	}
-	return cmd(c, rest)
+	f := c.newFlags(name)
+	if err := c.parse(f, rest); err != nil {
+		return err
+	}
+	return d.run(c, f)
 }
 
 // help prints the usage of simba or of one command to standard output.
@@ -190,10 +188,9 @@ func (c *cli) help(args []string) error {
 	if len(args) > 0 {
 		topic = args[0]
 	}
-	text, ok := usage[topic]
-	if !ok {
+	if _, ok := commandByName(topic); !ok && topic != "" {
 		return fail(codeUsage, "help: unknown command %q", topic)
 	}
-	fmt.Fprint(c.stdout, text)
+	fmt.Fprint(c.stdout, usageOf(c, topic))
 	return nil
 }

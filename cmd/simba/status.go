@@ -26,13 +26,9 @@ type lockStatus struct {
 }
 
 // cmdStatus implements simba status.
-func (c *cli) cmdStatus(args []string) error {
-	f := c.newFlags("status")
-	asJSON := f.Bool("json", false, "print JSON")
-	if err := c.parse(f, args); err != nil {
-		return err
-	}
-	names := f.Args()
+func (c *cli) cmdStatus(f *flags) error {
+	asJSON := &f.json
+	names := f.args
 	for _, n := range names {
 		if err := lease.ValidateName(n); err != nil {
 			return fail(codeUsage, "status: %v", err)
