@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/lease"
-	"github.com/simba-go/simba/sqlstore"
 )
 
 // statusTimeout bounds simba status as a whole.
@@ -52,20 +51,16 @@ func (c *cli) cmdStatus(f *flags) error {
 	defer b.Close()
 	out := &statusPrinter{w: c.stdout, json: f.json}
 	if len(names) == 0 {
-		if l, ok := b.store.(lease.Lister); ok {
-			return c.statusPages(b, l, out)
+		l, ok := b.store.(lease.Lister)
+		if !ok {
+			return fail(codeUsage, "status: %s stores cannot list their locks: name them (simba status NAME...)", b.kind)
 		}
-		if names, err = heldNames(ctx, b); err != nil {
-			return withCode(codeUnavailable, fmt.Errorf("status: %s: %v", b.display, err))
-		}
+		return c.statusPages(b, l, out)
 	}
 	for _, n := range names {
 		r, err := b.store.Get(ctx, n)
 		if err != nil {
 			return withCode(codeUnavailable, fmt.Errorf("status: %s: %q: %v", b.display, n, err))
-		}
-		if len(f.args) == 0 && r.Owner == "" {
-			continue // released or lapsed since the listing
 		}
 		out.add(statusRow(n, r))
 	}
@@ -169,24 +164,4 @@ func ms(n int64) string {
 		return "-"
 	}
 	return (time.Duration(n) * time.Millisecond).String()
-}
-
-// heldNames lists the mutexes of a SQL store with a live grant
-// (sqlstore.Store.List; some may have ended since, Get tells).
-func heldNames(ctx context.Context, b *backend) ([]string, error) {
-	l, ok := b.store.(interface {
-		List(context.Context) ([]sqlstore.Grant, error)
-	})
-	if !ok {
-		return nil, fmt.Errorf("%s cannot list its locks", b.kind)
-	}
-	grants, err := l.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(grants))
-	for i, g := range grants {
-		names[i] = g.Mutex
-	}
-	return names, nil
 }
