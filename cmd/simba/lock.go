@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"syscall"
 
 	"github.com/simba-go/simba/lease"
@@ -35,12 +36,17 @@ func (c *cli) cmdLock(f *flags) error {
 	if err != nil {
 		return err
 	}
+	// A read of the terminal from the background (simba lock NAME & in an
+	// interactive shell, or after Ctrl-Z and bg) fails instead of stopping
+	// simba with SIGTTIN: a stopped simba would not renew the lease.
+	signal.Ignore(syscall.SIGTTIN)
 	// Watch standard input before saying that the lock is held: a caller
 	// that closes it at once after reading the token is not missed.
 	eof := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(io.Discard, c.stdin)
-		close(eof)
+		if _, err := io.Copy(io.Discard, c.stdin); err == nil {
+			close(eof)
+		} // else (EIO: a terminal read from the background) hold until a signal
 	}()
 	if f.json {
 		err = json.NewEncoder(c.stdout).Encode(struct {

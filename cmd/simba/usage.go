@@ -65,7 +65,9 @@ object {lock, owner, token}) and holds the lock until SIGINT, SIGTERM or SIGHUP,
 or until its standard input reaches end of file; then releases it and exits 0.
 Run it as a coprocess of a shell script (coproc simba lock NAME), read the
 token, and close its input to release. Standard input that is already at its
-end (</dev/null, a background job of a script) releases at once.
+end (</dev/null, a background job of a script) releases at once; a terminal
+that simba reads from the background (lock NAME & in an interactive shell)
+holds until a signal.
 `,
 			exits: `Exit codes: 0 released; 64 usage; 69 store unavailable; 70 internal error;
 75 not acquired; 76 the lease was lost while held; 78 the store grants less
