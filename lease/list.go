@@ -14,12 +14,14 @@ import "context"
 // rehashes); a caller that must not show a name twice keeps what it
 // showed.
 type Lister interface {
-	// ListPage returns at most limit mutexes with a live grant, each with
+	// ListPage returns about limit mutexes with a live grant, each with
 	// its record, starting at cursor ("" for the first page), and the
-	// cursor of the next page: "" when the listing is complete. A page may
-	// hold fewer than limit names (even none) before the end. limit must
-	// be positive; a store may cap it (see [MaxListPage]). A cursor is
-	// opaque, valid only for the store that returned it.
+	// cursor of the next page: "" when the listing is complete. A page
+	// holds at most limit names, except on a store whose scan cannot stop
+	// inside one server reply (Redis), where it may hold somewhat more; it
+	// may hold fewer (even none) before the end. limit must be positive; a
+	// store may lower it to [MaxListPage]. A cursor is opaque, valid only
+	// for the store that returned it.
 	ListPage(ctx context.Context, cursor string, limit int) (page []NamedRecord, next string, err error)
 }
 
