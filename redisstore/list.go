@@ -17,7 +17,8 @@ import (
 var _ lease.Lister = (*Store)(nil)
 
 // ListPage implements [lease.Lister]: it scans the key space for grant
-// keys (SCAN MATCH <prefix>{*}:g:*, about limit keys per call) and reads
+// keys (SCAN MATCH <prefix>{*}:g:* COUNT limit, at most 16 SCANs per
+// page, so a page may be empty before the end) and reads
 // the record of each mutex found (one script call each, as Get). On Redis
 // Cluster and on a Ring it scans each master (shard) in turn, in the order
 // of their addresses. A page holds the names of whole SCAN replies, so it
@@ -46,8 +47,10 @@ func (s *Store) ListPage(ctx context.Context, cursor string, limit int) ([]lease
 	match := globEscape(s.cfg.prefix) + "{*}:g:*"
 	var names []string
 	seen := make(map[string]bool)
-	for i < len(servers) && len(names) < limit {
-		keys, next, err := servers[i].c.Scan(ctx, scan, match, int64(limit-len(names))).Result()
+	// At most maxScans SCANs per page, so that a page of a large key space
+	// with few grants comes back in bounded time (perhaps empty).
+	for scans := 0; i < len(servers) && len(names) < limit && scans < maxScans; scans++ {
+		keys, next, err := servers[i].c.Scan(ctx, scan, match, int64(limit)).Result()
 		if err != nil {
 			return nil, "", fmt.Errorf("redisstore: list: scan %s: %w", servers[i].addr, err)
 		}
@@ -76,6 +79,9 @@ func (s *Store) ListPage(ctx context.Context, cursor string, limit int) ([]lease
 	}
 	return page, strconv.FormatUint(scan, 10) + "@" + servers[i].addr, nil
 }
+
+// maxScans bounds the SCAN calls of one ListPage.
+const maxScans = 16
 
 // listServer is one server a listing scans.
 type listServer struct {
