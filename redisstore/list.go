@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -64,20 +65,43 @@ func (s *Store) ListPage(ctx context.Context, cursor string, limit int) ([]lease
 			i++
 		}
 	}
+	recs, err := s.getAll(ctx, names)
+	if err != nil {
+		return nil, "", fmt.Errorf("redisstore: list: %w", err)
+	}
 	page := make([]lease.NamedRecord, 0, len(names))
-	for _, n := range names {
-		rec, err := s.Get(ctx, n)
-		if err != nil {
-			return nil, "", fmt.Errorf("redisstore: list: %w", err)
-		}
-		if rec.Owner != "" {
-			page = append(page, lease.NamedRecord{Mutex: n, Record: rec})
+	for i, n := range names {
+		if recs[i].Owner != "" {
+			page = append(page, lease.NamedRecord{Mutex: n, Record: recs[i]})
 		}
 	}
 	if i >= len(servers) {
 		return page, "", nil
 	}
 	return page, strconv.FormatUint(scan, 10) + "@" + servers[i].addr, nil
+}
+
+// listReaders bounds the Gets of one ListPage in flight.
+const listReaders = 8
+
+// getAll reads the records of names, listReaders at a time; the first
+// error ends it.
+func (s *Store) getAll(ctx context.Context, names []string) ([]lease.Record, error) {
+	recs := make([]lease.Record, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, listReaders)
+	for i, n := range names {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			recs[i], errs[i] = s.Get(ctx, n)
+		}()
+	}
+	wg.Wait()
+	return recs, errors.Join(errs...)
 }
 
 // maxScans bounds the SCAN calls of one ListPage.
