@@ -21,16 +21,8 @@ const (
 )
 
 // cmdElect implements simba elect.
-func (c *cli) cmdElect(args []string) error {
-	f := c.newFlags("elect")
-	var tf timingFlags
-	tf.register(f)
-	var of obsFlags
-	of.register(f)
-	if err := c.parse(f, args); err != nil {
-		return err
-	}
-	s, err := c.newSession(f, &tf, &of, tf.grace+releaseTimeout)
+func (c *cli) cmdElect(f *flags) error {
+	s, err := c.newSession(f, f.tf.grace+releaseTimeout)
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,19 @@
 //
 //	simba run     [flags] NAME -- CMD [ARG...]  run CMD while holding the lock NAME
 //	simba elect   [flags] NAME -- CMD [ARG...]  keep CMD running only while this process leads NAME
+//	simba lock    [flags] NAME                  hold NAME until a signal or the end of stdin; print the token
+//	simba watch   [flags] NAME                  print the owner of NAME and every change of it
 //	simba status  [flags] [--json] [NAME...]    owners, tokens, remaining ttl and transition
 //	simba migrate [flags] up|down|version       the schema of a SQL store
+//	simba version [--json]                      module version, Go version, commit (also simba --version)
+//	simba completion bash|zsh                   a shell completion script
 //	simba help    [COMMAND]
 //
-// Flags come before NAME. Every command takes --store URL (default: the
+// Flags may come before or after NAME; everything after "--" belongs to
+// CMD and is never parsed (without "--", CMD begins at the first argument
+// after NAME). simba help COMMAND lists a command's flags, generated from
+// their definitions. Every command that prints takes --json. Every
+// command but version and completion takes --store URL (default: the
 // environment variable SIMBA_STORE, else a SQLite file in the user's state
 // directory, $XDG_STATE_HOME/simba/simba.db or ~/.local/state/simba/simba.db,
 // created and migrated on first use). Store URLs:
@@ -82,8 +90,27 @@
 // status prints, for each NAME, the owner, the fencing token and the time
 // left of the owner's ttl and of its transition (after which anyone may take
 // it), in a table or, with --json, as a JSON array of objects with the fields
-// lock, owner, token, ttl_ms and transition_ms. Without NAMEs, SQL stores list
-// every held lock; Redis and ZooKeeper cannot list theirs and need NAMEs.
+// lock, owner, token, ttl_ms and transition_ms. Without NAMEs, it lists every
+// held lock of the store (lease.Lister), a page of 500 names at a time, each
+// page printed before the next is read (table columns align within a page;
+// on Redis a name may show twice when the server rehashes meanwhile).
+//
+// # simba lock
+//
+// lock acquires NAME (--wait and --no-wait as for run), prints its fencing
+// token on a line of its own (--json: {"lock", "owner", "token"}) and holds
+// the lock until SIGINT, SIGTERM or SIGHUP, or until its standard input
+// reaches its end; then it releases the lock and exits 0. A shell script
+// runs it as a coprocess, reads the token and closes the coprocess's input
+// to release. If the lease is lost meanwhile, lock exits 76.
+//
+// # simba watch
+//
+// watch prints the owner of NAME, then a line for every change of owner or
+// token ("TIME NAME held by OWNER token N" or "TIME NAME free"; --json: one
+// object per line with time, lock, owner, token, ttl_ms and transition_ms),
+// until SIGINT or SIGTERM, and exits 0. Changes come from the store's
+// notifications where it has them, else from polling.
 //
 // # simba migrate
 //
@@ -105,14 +132,15 @@
 //	64     usage: bad flags, unknown command, bad store URL, timings the store cannot honour
 //	69     store unavailable: unreachable, not migrated, or failing
 //	70     internal error
-//	75     run: lock not acquired: held (--no-wait), or --wait ran out
+//	75     run, lock: lock not acquired: held (--no-wait), or --wait ran out
 //	76     run: the lease was lost while CMD ran; CMD was terminated
+//	       (lock: while it held the lock)
 //	78     run: the store grants less than the safety margin (ttl + transition
 //	       exceed a limit of the store); a store that states its limit makes
 //	       such --ttl and --transition a usage error (64) instead
 //	126    run, elect: CMD cannot be started
 //	127    run, elect: CMD not found
-//	128+N  run: simba was interrupted by signal N while waiting for the lock
+//	128+N  run, lock: simba was interrupted by signal N while waiting for the lock
 //
 // simba runs on Unix systems (process groups and signals are its job); on
 // Windows this package builds nothing.
@@ -153,14 +181,6 @@ func (c *cli) printf(format string, args ...any) {
 	fmt.Fprintln(c.stderr, "simba: "+oneLine(fmt.Sprintf(format, args...)))
 }
 
-// commands maps each command name to its implementation.
-var commands = map[string]func(c *cli, args []string) error{
-	"run":     (*cli).cmdRun,
-	"elect":   (*cli).cmdElect,
-	"status":  (*cli).cmdStatus,
-	"migrate": (*cli).cmdMigrate,
-}
-
 // run executes one simba invocation and returns its exit code.
 func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{environ: environ, stdin: stdin, stdout: stdout, stderr: stderr}
@@ -169,19 +189,25 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 func (c *cli) dispatch(args []string) error {
 	if len(args) == 0 {
-		fmt.Fprint(c.stderr, usage[""])
+		fmt.Fprint(c.stderr, usageOf(c, ""))
 		return fail(codeUsage, "no command (see simba help)")
 	}
 	name, rest := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return c.help(rest)
+	case "--version", "-version":
+		name = "version"
 	}
-	cmd, ok := commands[name]
+	d, ok := commandByName(name)
 	if !ok {
-		return fail(codeUsage, "unknown command %q (commands: run, elect, status, migrate, help)", name)
+		return fail(codeUsage, "unknown command %q (commands: %s)", name, commandNames())
 	}
-	return cmd(c, rest)
+	f := c.newFlags(name)
+	if err := c.parse(f, rest); err != nil {
+		return err
+	}
+	return d.run(c, f)
 }
 
 // help prints the usage of simba or of one command to standard output.
@@ -190,10 +216,9 @@ func (c *cli) help(args []string) error {
 	if len(args) > 0 {
 		topic = args[0]
 	}
-	text, ok := usage[topic]
-	if !ok {
+	if _, ok := commandByName(topic); !ok && topic != "" {
 		return fail(codeUsage, "help: unknown command %q", topic)
 	}
-	fmt.Fprint(c.stdout, text)
+	fmt.Fprint(c.stdout, usageOf(c, topic))
 	return nil
 }

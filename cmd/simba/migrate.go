@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -15,15 +16,11 @@ import (
 const migrateTimeout = 2 * time.Minute
 
 // cmdMigrate implements simba migrate.
-func (c *cli) cmdMigrate(args []string) error {
-	f := c.newFlags("migrate")
-	if err := c.parse(f, args); err != nil {
-		return err
-	}
-	if f.NArg() != 1 {
+func (c *cli) cmdMigrate(f *flags) error {
+	if len(f.args) != 1 {
 		return fail(codeUsage, "migrate: want one of up, down, version (usage: simba migrate [flags] up|down|version)")
 	}
-	op := f.Arg(0)
+	op := f.args[0]
 	if op != "up" && op != "down" && op != "version" {
 		return fail(codeUsage, "migrate: unknown operation %q: want up, down or version", op)
 	}
@@ -32,6 +29,11 @@ func (c *cli) cmdMigrate(args []string) error {
 		return err
 	}
 	if t.kind == kindRedis || t.kind == kindZK {
+		if f.json {
+			return json.NewEncoder(c.stdout).Encode(struct {
+				Store string `json:"store"`
+			}{string(t.kind)})
+		}
 		fmt.Fprintf(c.stdout, "nothing to migrate: %s stores keep no schema\n", t.kind)
 		return nil
 	}
@@ -57,6 +59,12 @@ func (c *cli) cmdMigrate(args []string) error {
 	}
 	if dirty {
 		return fail(codeUnavailable, "migrate %s: %s: version %d is dirty: a migration failed half-way; fix the database by hand (see golang-migrate's documentation)", op, b.display, v)
+	}
+	if f.json {
+		return json.NewEncoder(c.stdout).Encode(struct {
+			Version uint `json:"version"`
+			Dirty   bool `json:"dirty"`
+		}{v, dirty})
 	}
 	fmt.Fprintln(c.stdout, v)
 	return nil

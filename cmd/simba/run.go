@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"syscall"
@@ -19,31 +18,16 @@ import (
 const releaseTimeout = 5 * time.Second
 
 // cmdRun implements simba run.
-func (c *cli) cmdRun(args []string) error {
-	f := c.newFlags("run")
-	var tf timingFlags
-	tf.register(f)
-	var of obsFlags
-	of.register(f)
-	wait := f.Duration("wait", 0, "give up after this long")
-	noWait := f.Bool("no-wait", false, "one attempt")
-	if err := c.parse(f, args); err != nil {
+func (c *cli) cmdRun(f *flags) error {
+	if err := f.wf.check(f); err != nil {
 		return err
 	}
-	waitSet := false
-	f.Visit(func(fl *flag.Flag) { waitSet = waitSet || fl.Name == "wait" })
-	switch {
-	case waitSet && *noWait:
-		return fail(codeUsage, "run: --wait and --no-wait exclude each other")
-	case waitSet && *wait <= 0:
-		return fail(codeUsage, "run: --wait must be positive (or use --no-wait)")
-	}
-	s, err := c.newSession(f, &tf, &of, releaseTimeout)
+	s, err := c.newSession(f, releaseTimeout)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	l, err := c.acquire(s.m, s.name, *wait, *noWait, s.sigs)
+	l, err := c.acquireFor(f.cmd, s.m, s.name, f.wf, s.sigs)
 	if err != nil {
 		return err
 	}
@@ -55,9 +39,15 @@ func (c *cli) cmdRun(args []string) error {
 	return c.supervise(l, ch, s.grace, s.b.timing, s.sigs)
 }
 
-// acquire takes name, waiting as told; a signal while waiting ends simba
-// with 128+N.
+// acquire takes name for simba run, waiting as told; a signal while
+// waiting ends simba with 128+N.
 func (c *cli) acquire(m *lease.Manager, name string, wait time.Duration, noWait bool, sigs <-chan os.Signal) (*lease.Lease, error) {
+	return c.acquireFor("run", m, name, waitFlags{wait: wait, noWait: noWait}, sigs)
+}
+
+// acquireFor is acquire for the command cmd (run or lock).
+func (c *cli) acquireFor(cmd string, m *lease.Manager, name string, w waitFlags, sigs <-chan os.Signal) (*lease.Lease, error) {
+	wait, noWait := w.wait, w.noWait
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if wait > 0 {
@@ -94,17 +84,17 @@ func (c *cli) acquire(m *lease.Manager, name string, wait time.Duration, noWait 
 		c.release(r.l) // acquired while being interrupted
 		fallthrough
 	case sig != nil:
-		return nil, fail(codeSignal+int(sig.(syscall.Signal)), "run: interrupted by %v while waiting for %q", sig, name)
+		return nil, fail(codeSignal+int(sig.(syscall.Signal)), "%s: interrupted by %v while waiting for %q", cmd, sig, name)
 	case r.err == nil:
 		return r.l, nil
 	case errors.Is(r.err, lease.ErrGrantTooShort):
-		return nil, fail(codeConfig, "run: %v; lower --ttl and --transition", r.err)
+		return nil, fail(codeConfig, "%s: %v; lower --ttl and --transition", cmd, r.err)
 	case errors.Is(r.err, lease.ErrNotAcquired):
 		held := c.holder(m, name)
 		if noWait {
-			return nil, fail(codeBusy, "run: %q is held%s", name, held)
+			return nil, fail(codeBusy, "%s: %q is held%s", cmd, name, held)
 		}
-		return nil, fail(codeBusy, "run: %q not acquired within %v: held%s", name, wait, held)
+		return nil, fail(codeBusy, "%s: %q not acquired within %v: held%s", cmd, name, wait, held)
 	}
 	return nil, withCode(codeUnavailable, r.err)
 }

@@ -21,8 +21,11 @@ type obsFlags struct {
 }
 
 func (o *obsFlags) register(f *flags) {
-	f.StringVar(&o.logLevel, "log-level", "warn", "debug, info, warn or error")
-	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this address")
+	f.StringVar(&o.logLevel, "log-level", "warn", "the library's records shown on stderr, from level `L` up: debug, info, warn\n"+
+		"or error "+
+		"(default warn: failed renewals and store calls)")
+	f.StringVar(&o.listen, "listen", "", "serve /metrics (Prometheus text) and /healthz on `ADDR`, e.g. 127.0.0.1:9464\n"+
+		"(/healthz is 503 when a renewal is overdue by ttl/3 or the store does not answer)")
 }
 
 // level returns the --log-level.

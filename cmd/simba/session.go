@@ -27,46 +27,52 @@ type session struct {
 
 // newSession parses run's and elect's shared arguments, catches the signals
 // to forward, and opens the store. Close it.
-func (c *cli) newSession(f *flags, tf *timingFlags, of *obsFlags, ending time.Duration) (*session, error) {
-	name, argv, err := nameAndCommand(f.cmd, f.Args())
-	if err != nil {
-		return nil, err
-	}
-	tm, err := tf.timing(f)
-	if err != nil {
-		return nil, err
-	}
-	level, err := of.level(f)
+func (c *cli) newSession(f *flags, ending time.Duration) (*session, error) {
+	name, argv, err := nameAndCommand(f)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := exec.LookPath(argv[0]); err != nil { // before taking the lock
 		return nil, fail(execCode(err), "%s: %v", f.cmd, err)
 	}
+	s := &session{name: name, argv: argv, grace: f.tf.grace, sigs: make(chan os.Signal, 8), ending: ending}
+	return s, c.openSession(f, s, forwarded)
+}
+
+// openSession opens the store and a Manager on it for s with the flags'
+// timings, and catches sigs on s.sigs; on failure it closes s.
+func (c *cli) openSession(f *flags, s *session, sigs []os.Signal) error {
+	tm, err := f.tf.timing(f)
+	if err != nil {
+		return err
+	}
+	level, err := f.of.level(f)
+	if err != nil {
+		return err
+	}
 	t, err := c.storeTarget(f.store)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s := &session{name: name, argv: argv, grace: tf.grace, sigs: make(chan os.Signal, 8), ending: ending}
-	if s.ob, err = of.observer(f); err != nil {
-		return nil, err
+	if s.ob, err = f.of.observer(f); err != nil {
+		return err
 	}
-	signal.Notify(s.sigs, forwarded...)
+	signal.Notify(s.sigs, sigs...)
 	if s.b, err = c.open(context.Background(), t, tm, forLeases); err != nil {
 		s.Close()
-		return nil, err
+		return err
 	}
 	log := c.logger(level)
 	opts := append([]lease.Option{lease.WithLogger(log)}, s.b.opts...)
 	if s.m, err = lease.NewManager(s.b.store, append(opts, s.ob.options()...)...); err != nil {
 		s.Close()
-		return nil, fail(codeUsage, "%s: %v", f.cmd, err)
+		return fail(codeUsage, "%s: %v", f.cmd, err)
 	}
 	if err := s.ob.serve(s.m, s.b.timing, log); err != nil {
 		s.Close()
-		return nil, withCode(codeSoftware, err)
+		return withCode(codeSoftware, err)
 	}
-	return s, nil
+	return nil
 }
 
 // Close closes the Manager (releasing what it holds, bounded by ending) and

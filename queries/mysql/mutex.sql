@@ -216,3 +216,14 @@ WHERE mutex IN (sqlc.slice(mutexes))
 -- name's acquire then reads, and share-locks, one existing row, which
 -- takes no gap lock. A Store runs it once, before its first acquire.
 INSERT IGNORE INTO simba_mutex (mutex) VALUES ('');
+
+-- name: ListPage :many
+-- At most max_rows mutexes with a live grant whose names sort after
+-- after_mutex, by name, with the server's now: one page of a listing.
+SELECT mutex, owner_id, token, ttl_at, transition_at,
+       CAST((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AS SIGNED) AS now_ms
+FROM simba_mutex
+WHERE mutex > CAST(sqlc.arg(after_mutex) AS BINARY) AND owner_id <> ''
+  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+ORDER BY mutex
+LIMIT ?;

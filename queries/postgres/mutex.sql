@@ -215,3 +215,14 @@ f AS (
     ON CONFLICT (mutex) DO UPDATE SET token = greatest(m.token, EXCLUDED.token), version = m.version + 1
 )
 SELECT count(*)::bigint AS pruned FROM d;
+
+-- name: ListPage :many
+-- At most max_rows mutexes with a live grant whose names sort after
+-- after_mutex, by name, with the server's now: one page of a listing.
+SELECT m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at,
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+FROM simba_mutex AS m
+WHERE m.mutex > sqlc.arg(after_mutex)::varchar AND m.owner_id <> ''
+  AND m.transition_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+ORDER BY m.mutex
+LIMIT sqlc.arg(max_rows)::bigint;

@@ -170,3 +170,14 @@ WHERE mutex IN (SELECT p.mutex FROM simba_mutex AS p
                 WHERE p.mutex <> '' AND p.transition_at <= CAST(unixepoch('subsec') * 1000 AS INTEGER) - CAST(sqlc.arg(retention_ms) AS INTEGER)
                   AND p.token <= CAST(sqlc.arg(floor) AS INTEGER)
                 LIMIT CAST(sqlc.arg(max_rows) AS INTEGER));
+
+-- name: ListPage :many
+-- At most max_rows mutexes with an owner whose transition has not ended
+-- and whose names sort after after_mutex, by name, with the clock's now:
+-- one page of a listing.
+SELECT mutex, owner_id, token, ttl_at, transition_at, CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
+FROM simba_mutex
+WHERE mutex > sqlc.arg(after_mutex) AND owner_id <> ''
+  AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER)
+ORDER BY mutex
+LIMIT CAST(sqlc.arg(max_rows) AS INTEGER);

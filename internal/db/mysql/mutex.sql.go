@@ -272,6 +272,62 @@ func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
 	return items, nil
 }
 
+const ListPage = `-- name: ListPage :many
+SELECT mutex, owner_id, token, ttl_at, transition_at,
+       CAST((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AS SIGNED) AS now_ms
+FROM simba_mutex
+WHERE mutex > CAST(? AS BINARY) AND owner_id <> ''
+  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+ORDER BY mutex
+LIMIT ?
+`
+
+type ListPageParams struct {
+	AfterMutex interface{}
+	Limit      int32
+}
+
+type ListPageRow struct {
+	Mutex        []byte
+	OwnerID      []byte
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	NowMs        int64
+}
+
+// At most max_rows mutexes with a live grant whose names sort after
+// after_mutex, by name, with the server's now: one page of a listing.
+func (q *Queries) ListPage(ctx context.Context, db DBTX, arg ListPageParams) ([]ListPageRow, error) {
+	rows, err := db.QueryContext(ctx, ListPage, arg.AfterMutex, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListPageRow
+	for rows.Next() {
+		var i ListPageRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.NowMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const Prunable = `-- name: Prunable :many
 SELECT mutex, token
 FROM simba_mutex

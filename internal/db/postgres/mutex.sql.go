@@ -203,6 +203,62 @@ func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
 	return items, nil
 }
 
+const ListPage = `-- name: ListPage :many
+SELECT m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at,
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+FROM simba_mutex AS m
+WHERE m.mutex > $1::varchar AND m.owner_id <> ''
+  AND m.transition_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+ORDER BY m.mutex
+LIMIT $2::bigint
+`
+
+type ListPageParams struct {
+	AfterMutex string
+	MaxRows    int64
+}
+
+type ListPageRow struct {
+	Mutex        string
+	OwnerID      string
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	NowMs        int64
+}
+
+// At most max_rows mutexes with a live grant whose names sort after
+// after_mutex, by name, with the server's now: one page of a listing.
+func (q *Queries) ListPage(ctx context.Context, db DBTX, arg ListPageParams) ([]ListPageRow, error) {
+	rows, err := db.QueryContext(ctx, ListPage, arg.AfterMutex, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListPageRow
+	for rows.Next() {
+		var i ListPageRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.NowMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const Prune = `-- name: Prune :one
 WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
 d AS (

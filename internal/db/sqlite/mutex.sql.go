@@ -259,6 +259,62 @@ func (q *Queries) List(ctx context.Context, db DBTX) ([]ListRow, error) {
 	return items, nil
 }
 
+const ListPage = `-- name: ListPage :many
+SELECT mutex, owner_id, token, ttl_at, transition_at, CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
+FROM simba_mutex
+WHERE mutex > ?1 AND owner_id <> ''
+  AND transition_at > CAST(unixepoch('subsec') * 1000 AS INTEGER)
+ORDER BY mutex
+LIMIT CAST(?2 AS INTEGER)
+`
+
+type ListPageParams struct {
+	AfterMutex string
+	MaxRows    int64
+}
+
+type ListPageRow struct {
+	Mutex        string
+	OwnerID      string
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	NowMs        int64
+}
+
+// At most max_rows mutexes with an owner whose transition has not ended
+// and whose names sort after after_mutex, by name, with the clock's now:
+// one page of a listing.
+func (q *Queries) ListPage(ctx context.Context, db DBTX, arg ListPageParams) ([]ListPageRow, error) {
+	rows, err := db.QueryContext(ctx, ListPage, arg.AfterMutex, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListPageRow
+	for rows.Next() {
+		var i ListPageRow
+		if err := rows.Scan(
+			&i.Mutex,
+			&i.OwnerID,
+			&i.Token,
+			&i.TtlAt,
+			&i.TransitionAt,
+			&i.NowMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const Prune = `-- name: Prune :execrows
 DELETE FROM simba_mutex
 WHERE mutex IN (SELECT p.mutex FROM simba_mutex AS p
