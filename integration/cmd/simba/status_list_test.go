@@ -3,6 +3,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/schema"
+	"github.com/simba-go/simba/sqlstore"
+	_ "modernc.org/sqlite"
 )
 
 // TestStatusPages (issue 21): simba status without names lists every held
@@ -20,20 +23,18 @@ func TestStatusPages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
 	url := sqliteURL(e)
-	tg, err := parseStoreURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := openSQLite(tg)
+	// The file simba opens, with the parameters it uses (cmd/simba/sqlite.go).
+	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(url, "sqlite://")+
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	ctx := t.Context()
-	if err := schema.Migrate(ctx, db, sqliteDialect); err != nil {
+	if err := schema.Migrate(ctx, db, schema.SQLite); err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSQLiteStore(db)
+	s, err := sqlstore.NewSQLite(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,3 +78,7 @@ func TestStatusPages(t *testing.T) {
 		t.Errorf("status --json of an empty store: exit %d, %q", r.code, r.stdout)
 	}
 }
+
+// statusPage is how many names simba status reads at a time
+// (cmd/simba/status.go).
+const statusPage = 500

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simba-go/simba/internal/testserver"
+	"github.com/simba-go/simba/integration/testserver"
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/zkstore"
 )
