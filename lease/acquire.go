@@ -125,7 +125,8 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 		return s.waitInLine(kind) // the worker subscribes and tries again at once
 	}
 	deadline := cfg.deadline(sent, rec)
-	if now := cfg.clock.Now(); !now.Before(deadline) {
+	now := cfg.clock.Now()
+	if !now.Before(deadline) {
 		err := s.tooShort(rec, now.Sub(sent))
 		rerr := s.release(ctx, rec.Token)
 		s.mu.Lock()
@@ -144,7 +145,7 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 		s.p.lostToken = rec.Token // a worker gives it back
 		return s.giveUp(nil, ErrClosed)
 	}
-	l := newLease(s, rec, sent, deadline)
+	l := newLease(s, rec, sent, now, deadline)
 	s.lease, s.busy, s.acquiring = l, false, false
 	s.mu.Unlock()
 	m.gained(l)
