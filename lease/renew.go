@@ -97,10 +97,10 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 		// shows the server's clock: a forward step may be why.
 		a, seen := l.sample, l.stepSeen
 		l.mu.Unlock()
+		m.clockStep(l, a, b, seen) // first: the step is why it is lost
 		if l.refused(rec.Owner) {
 			m.notifyOwner(ownerOf(l.name, rec))
 		}
-		m.clockStep(l, a, b, seen)
 	default:
 		attempt := l.attempt
 		l.renewAt = cfg.clock.Now().Add(cfg.backoff(attempt))
