@@ -37,6 +37,16 @@ type clockSample struct {
 // known reports whether the sample has a server reading.
 func (c clockSample) known() bool { return !c.server.IsZero() }
 
+// sample returns the sample of the call that confirmed l.rec (kept as two
+// durations and rec's reading, so that a Lease stays small). l.mu is held.
+func (l *Lease) sample() clockSample {
+	if l.rec.ServerTime.IsZero() {
+		return clockSample{}
+	}
+	sent := l.s.m.started.Add(l.sentAt)
+	return clockSample{sent: sent, recv: sent.Add(l.rtt), server: l.rec.ServerTime}
+}
+
 // minTolerance bounds the step tolerance below: the stores report their
 // clocks to the millisecond.
 const minTolerance = 5 * time.Millisecond
@@ -109,10 +119,10 @@ func (m *Manager) stepped(l *Lease, a, b clockSample, tol time.Duration) int {
 	cfg := &m.cfg
 	n := 0
 	m.eachLease(func(o *Lease) {
-		if o == l || o.state >= leaseEnding || !o.sample.known() {
+		s := o.sample()
+		if o == l || o.state >= leaseEnding || !s.known() {
 			return
 		}
-		s := o.sample
 		if f, _, bk := stepBetween(a, s, tol); f > 0 || bk > 0 {
 			return // another clock, or a lease confirmed after the step
 		}

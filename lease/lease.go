@@ -56,8 +56,9 @@ type Lease struct {
 	renewAt  time.Time     // when the next renewal is due
 	due      time.Duration // renewAt as of the last confirmation, from the Manager's start (HealthCheck)
 	attempt  int           // failed renewals in a row
-	sample   clockSample   // the server's clock at the last confirmation (see clockstep.go)
-	stepSeen bool          // a step since sample was acted on; cleared by the next confirmation
+	sentAt   time.Duration // when the call that confirmed rec was sent, from the Manager's start
+	rtt      time.Duration // and how long its reply took (see sample)
+	stepSeen bool          // a step since rec was acted on; cleared by the next confirmation
 
 	// Guarded by the Manager's timers.
 	next time.Time // when the timers look at the lease next
@@ -91,7 +92,7 @@ func newLease(s *slot, rec Record, sent, recv, deadline time.Time) *Lease {
 	l := &Lease{
 		name: s.name, token: rec.Token, s: s, ctx: ctx, cancel: cancel,
 		deadline: deadline, rec: rec, hidx: -1, gap: cfg.renewGap(sent, deadline),
-		sample: clockSample{sent: sent, recv: recv, server: rec.ServerTime},
+		sentAt: sent.Sub(s.m.started), rtt: recv.Sub(sent),
 	}
 	l.renewAt = cfg.renewAt(sent, deadline, s.m.started, s.m.batch != nil, l.gap)
 	l.due = l.renewAt.Sub(s.m.started)

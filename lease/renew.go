@@ -77,8 +77,8 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 	}
 	switch {
 	case err == nil && rec.Held(cfg.id) && rec.Token == l.token:
-		a, seen := l.sample, l.stepSeen
-		l.sample, l.stepSeen = b, false
+		a, seen := l.sample(), l.stepSeen
+		l.sentAt, l.rtt, l.stepSeen = sent.Sub(m.started), b.recv.Sub(sent), false
 		l.attempt = 0
 		l.rec = rec
 		if dl := cfg.deadline(sent, rec); dl.After(l.deadline) {
@@ -95,7 +95,7 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 		// The store says someone else's grant is current: the lease is
 		// gone, and there is nothing of ours to release. Its reply still
 		// shows the server's clock: a forward step may be why.
-		a, seen := l.sample, l.stepSeen
+		a, seen := l.sample(), l.stepSeen
 		l.mu.Unlock()
 		m.clockStep(l, a, b, seen) // first: the step is why it is lost
 		if l.refused(rec.Owner) {
