@@ -136,7 +136,8 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 		return s.waitInLine(kind)
 	}
 	deadline := cfg.deadline(sent, rec)
-	if now := cfg.clock.Now(); !now.Before(deadline) {
+	now := cfg.clock.Now()
+	if !now.Before(deadline) {
 		err := s.tooShort(rec, now.Sub(sent))
 		rerr := s.release(ctx, rec.Token)
 		s.mu.Lock()
@@ -155,7 +156,7 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 		s.p.lostToken = rec.Token // a worker gives it back
 		return s.giveUp(nil, ErrClosed)
 	}
-	l := newLease(s, rec, sent, deadline)
+	l := newLease(s, rec, sent, now, deadline)
 	s.lease, s.busy, s.acquiring = l, false, false
 	s.mu.Unlock()
 	m.gained(l)

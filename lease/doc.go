@@ -68,6 +68,38 @@
 // below the safety margin, Acquire fails with [ErrGrantTooShort] (a
 // Contender backs off; nothing retries in a loop).
 //
+// Server clock steps are detected, within limits. The deadline assumes
+// that the server's clock, which decides every expiry, runs at the rate
+// of the Manager's monotonic clock (the safety margin absorbs a rate
+// difference over ttl + transition, NTP's 500 ppm many times over) and is
+// not stepped. A step forward by D ends every grant the server wrote
+// before it D early; a step back keeps grants D longer (waiters wait
+// longer: liveness only, never two holders). A store that reports its
+// clock ([Record.ServerTime]: memstore, the SQL stores, Redis renewals
+// outside Cluster and Ring; not ZooKeeper, whose expiry is its session's)
+// lets the Manager see a step: between two replies the server's clock
+// can only have advanced by as much as the Manager's own clock did from
+// the first call's sending to the second's reply, and no less than from
+// the first reply to the second sending. A reading beyond those bounds by
+// more than a quarter of the safety margin (at least 5 ms) is a step:
+// logged once ([EventClockStep]) and counted ([MetricClockSteps]). After
+// a forward step, every other lease of the Manager whose last confirmed
+// reply came from the same clock before the step has its deadline
+// brought forward at once by as much as its grant now ends early (by the
+// bound that a reply's reading came right at its sending), and is told
+// as at its deadline if that has passed; the lease whose reply showed the
+// step needs nothing, as that reply confirmed a grant written on the
+// stepped clock — or refused one, and then the lease ends anyway. What
+// the detector cannot see: a step after the last reply of every lease,
+// until the next reply (a renewal every ttl/3, or a refusal). A single
+// lease whose renewals still succeed after a step was never in danger
+// (each renewal rewrites the grant on the stepped clock); one whose grant
+// ends before its next renewal can reach the server (a step larger than
+// ttl + transition less the time since its last confirmed call, at least
+// 2·ttl/3 + transition) is unprotected until that renewal is refused, and
+// the detector then shortens the others. Only the fencing token protects
+// the resource in that window.
+//
 // Never lie. Renew and release are conditioned on the contender and the
 // grant's token: a stale one returns [ErrNotHeld] and leaves the new owner
 // alone. A late renew never re-acquires. A grant this Manager stopped
@@ -107,8 +139,9 @@
 //
 // The deadline assumes that the client's and the server's clocks run at
 // nearly the same rate (the safety margin absorbs the difference and the
-// holder's scheduling delay). Wall-clock steps do not matter: the client
-// measures only monotonic time and every expiry is decided by the server.
+// holder's scheduling delay). Steps of the client's wall clock do not
+// matter: the client measures only monotonic time and every expiry is
+// decided by the server. Steps of the server's clock do (see above).
 // A store that loses acknowledged writes (Redis with asynchronous
 // replication failing over) can grant a mutex twice; tokens still never
 // repeat where the store says so, and fencing still rejects the stale holder.

@@ -56,6 +56,9 @@ type Lease struct {
 	renewAt  time.Time     // when the next renewal is due
 	due      time.Duration // renewAt as of the last confirmation, from the Manager's start (HealthCheck)
 	attempt  int           // failed renewals in a row
+	sentAt   time.Duration // when the call that confirmed rec was sent, from the Manager's start
+	rtt      time.Duration // and how long its reply took (see sample)
+	stepSeen bool          // a step since rec was acted on; cleared by the next confirmation
 
 	// Guarded by the Manager's timers.
 	next time.Time // when the timers look at the lease next
@@ -81,14 +84,15 @@ var closedCh = func() chan struct{} {
 }()
 
 // newLease returns a held lease of s for a grant confirmed by an acquire
-// sent at sent, and schedules its first renewal. It runs in a goroutine the
+// sent at sent whose reply came at recv, and schedules its first renewal. It runs in a goroutine the
 // Manager's WaitGroup counts.
-func newLease(s *slot, rec Record, sent, deadline time.Time) *Lease {
+func newLease(s *slot, rec Record, sent, recv, deadline time.Time) *Lease {
 	cfg := &s.m.cfg
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
 		name: s.name, token: rec.Token, s: s, ctx: ctx, cancel: cancel,
 		deadline: deadline, rec: rec, hidx: -1, gap: cfg.renewGap(sent, deadline),
+		sentAt: sent.Sub(s.m.started), rtt: recv.Sub(sent),
 	}
 	l.renewAt = cfg.renewAt(sent, deadline, s.m.started, s.m.batch != nil, l.gap)
 	l.due = l.renewAt.Sub(s.m.started)

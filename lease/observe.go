@@ -116,6 +116,10 @@ const (
 	LogKeyError   = "error"    // the error
 	LogKeyAttempt = "attempt"  // the number of the failed attempt in a row
 	LogKeyRetryIn = "retry_in" // how long a waiter waits before it tries again
+
+	LogKeyDirection = "direction" // a server clock step's direction: forward or backward
+	LogKeyStep      = "step"      // the least size of a server clock step beyond the tolerance
+	LogKeyShortened = "shortened" // how many other leases' deadlines a forward step brought forward
 )
 
 // Values of [LogKeyEvent], with their levels.
@@ -132,4 +136,10 @@ const (
 	EventReleaseFailed = "release_failed" // Warn: a release failed; the grant lapses by itself
 	EventWatchFailed   = "watch_failed"   // Warn: Watch could not read the owner; it retries
 	EventWorkFailed    = "work_failed"    // Warn: a Scheduler's work returned an error
+	// EventClockStep (Warn): a store reply showed that the server's clock
+	// stepped (LogKeyDirection, LogKeyStep); after a forward step the
+	// deadlines of the leases the server confirmed before it were brought
+	// forward (LogKeyShortened). Logged once per step and Manager, by the
+	// first reply that shows it, with that reply's mutex and token.
+	EventClockStep = "clock_step"
 )

@@ -65,6 +65,10 @@ func (m *Manager) sendRenewals(ls []*Lease) {
 func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 	m := l.s.m
 	cfg := &m.cfg
+	var b clockSample
+	if !rec.ServerTime.IsZero() {
+		b = clockSample{sent: sent, recv: cfg.clock.Now(), server: rec.ServerTime}
+	}
 	l.mu.Lock()
 	l.inflight = false
 	if l.state >= leaseEnding { // released, lost or abandoned meanwhile
@@ -73,6 +77,8 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 	}
 	switch {
 	case err == nil && rec.Held(cfg.id) && rec.Token == l.token:
+		a, seen := l.sample(), l.stepSeen
+		l.sentAt, l.rtt, l.stepSeen = sent.Sub(m.started), b.recv.Sub(sent), false
 		l.attempt = 0
 		l.rec = rec
 		if dl := cfg.deadline(sent, rec); dl.After(l.deadline) {
@@ -84,10 +90,14 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 		l.mu.Unlock()
 		m.obs.renewal(l.name, true)
 		m.logRenewed(l)
+		m.clockStep(l, a, b, seen)
 	case err == nil || errors.Is(err, ErrNotHeld):
 		// The store says someone else's grant is current: the lease is
-		// gone, and there is nothing of ours to release.
+		// gone, and there is nothing of ours to release. Its reply still
+		// shows the server's clock: a forward step may be why.
+		a, seen := l.sample(), l.stepSeen
 		l.mu.Unlock()
+		m.clockStep(l, a, b, seen) // first: the step is why it is lost
 		if l.refused(rec.Owner) {
 			m.notifyOwner(ownerOf(l.name, rec))
 		}

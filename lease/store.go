@@ -12,7 +12,9 @@ import (
 //
 // Times are decided by the server's clock. A Store reports remaining
 // durations, never absolute timestamps, so no client ever compares its own
-// clock with the server's.
+// clock with the server's. A Store may also report its server's clock
+// reading ([Record.ServerTime]); the lease only subtracts two readings of
+// it, to detect steps of that clock (see the package documentation).
 //
 // Names reaching a Store have passed [ValidateName]; contender ids
 // [ValidateContenderID] (non-empty valid UTF-8 without NUL, at most
@@ -100,6 +102,14 @@ type Record struct {
 	// mutex back (a fair hand-off) for that long. How exact both are
 	// depends on who reads them: see what a record promises at [Store].
 	Transition time.Duration
+	// ServerTime is the reading of the clock that decides the grant's
+	// expiry (the server's), taken during the call, or zero when the store
+	// does not report one. Only differences between two readings of one
+	// store matter: the lease compares them with its own monotonic time
+	// between the calls to detect steps of the server's clock. A store
+	// reports it only when the reading comes from the clock its expiries
+	// run on, in the same atomic step as the rest of the record.
+	ServerTime time.Time
 }
 
 // Held reports whether the record names contender as the owner.

@@ -149,18 +149,19 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event, deaf bool) boo
 		return false
 	}
 	deadline := cfg.deadline(sent, rec)
-	if now := cfg.clock.Now(); !now.Before(deadline) {
+	now := cfg.clock.Now()
+	if !now.Before(deadline) {
 		s.deadOnArrival(ctx, events, rec, now.Sub(sent))
 		return false
 	}
 	p.errs = 0
-	return s.grant(ctx, rec, sent, deadline)
+	return s.grant(ctx, rec, sent, now, deadline)
 }
 
 // grant hands a fresh grant to the first waiting claim, unless every
 // claimant left during the call or the Manager is closing: then the grant
 // is given back.
-func (s *slot) grant(ctx context.Context, rec Record, sent, deadline time.Time) bool {
+func (s *slot) grant(ctx context.Context, rec Record, sent, recv, deadline time.Time) bool {
 	s.mu.Lock()
 	if len(s.claims) == 0 || s.m.isClosing() {
 		s.mu.Unlock()
@@ -171,7 +172,7 @@ func (s *slot) grant(ctx context.Context, rec Record, sent, deadline time.Time) 
 	s.claims[0] = nil
 	s.claims = s.claims[1:]
 	c.state = claimDone
-	l := newLease(s, rec, sent, deadline)
+	l := newLease(s, rec, sent, recv, deadline)
 	s.lease, s.busy, s.acquiring = l, false, false
 	freed, by := s.p.freed, s.p.freedBy
 	s.p.freed = 0

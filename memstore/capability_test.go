@@ -150,7 +150,7 @@ func TestRenewManyRenewsEachAsRenewWould(t *testing.T) {
 		wantErrs := []error{nil, lease.ErrNotHeld, lease.ErrNotHeld, lease.ErrNotHeld,
 			lease.ErrInvalidName, lease.ErrInvalidArgument, nil}
 		for i := range reqs {
-			if res[i].Record != want[i] {
+			if plain(res[i].Record) != want[i] {
 				t.Errorf("result %d record = %+v, want %+v", i, res[i].Record, want[i])
 			}
 			if wantErrs[i] == nil && res[i].Err != nil {

@@ -119,7 +119,7 @@ func TestRenewWithinTTLAndTransition(t *testing.T) {
 				t.Fatalf("Renew after %v: %v", wait, err)
 			}
 			want := lease.Record{Owner: "a", Token: tok, TTL: ttl, Transition: ttl + tr}
-			if rec != want {
+			if plain(rec) != want {
 				t.Fatalf("Renew after %v = %+v, want %+v", wait, rec, want)
 			}
 		}
@@ -138,7 +138,7 @@ func TestLateRenewNeverReacquires(t *testing.T) {
 		time.Sleep(ttl + tr)
 		rec, err := s.Renew(bg, mx, "a", tok, ttl, tr)
 		wantErr(t, "late Renew", err, lease.ErrNotHeld)
-		if rec != (lease.Record{}) {
+		if plain(rec) != (lease.Record{}) {
 			t.Fatalf("late Renew record = %+v, want free", rec)
 		}
 		if rec := get(t, s, mx); rec.Owner != "" {
@@ -148,7 +148,7 @@ func TestLateRenewNeverReacquires(t *testing.T) {
 		nb := mustHold(t, s, mx, "b")
 		rec, err = s.Renew(bg, mx, "a", tok, ttl, tr)
 		wantErr(t, "stale Renew", err, lease.ErrNotHeld)
-		if rec != nb {
+		if plain(rec) != nb {
 			t.Fatalf("stale Renew record = %+v, want the new owner %+v", rec, nb)
 		}
 	})

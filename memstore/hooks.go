@@ -262,7 +262,7 @@ func (s *Store) Inspect(mutex string) State {
 		// Unknown or forgotten: its next grant's token exceeds the floor.
 		return State{Counter: s.floor, Watchers: len(s.subs[mutex])}
 	}
-	now := s.now()
+	now := s.clock()
 	s.settle(m, now)
 	s.arm(m, now)
 	rec := m.record(now)

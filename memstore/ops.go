@@ -99,7 +99,7 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 		return nil, err
 	}
 	s.mu.Lock()
-	now := s.now()
+	now := s.clock()
 	for i, r := range reqs {
 		if results[i].Err != nil {
 			continue

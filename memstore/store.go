@@ -22,7 +22,7 @@
 // store-wide high-water mark, above every token any forgotten mutex had.
 //
 // For tests it adds what a real backend cannot offer: a replaceable server
-// clock ([WithClock]), injected faults ([Store.SetFault],
+// clock ([WithClock], [Store.StepClock]), injected faults ([Store.SetFault],
 // [Store.FailContender], [Store.Heal]), per-operation call counts
 // ([Store.Stats]) and a look at a mutex's internal state ([Store.Inspect]).
 //
@@ -59,11 +59,12 @@ var (
 // Store is an in-process lease store. Make one with [New]; the zero value is
 // not usable. All methods are safe for concurrent use.
 type Store struct {
-	now       func() time.Time // the "server" clock
+	now       func() time.Time // the "server" clock, before offset
 	handoff   time.Duration
 	retention time.Duration
 
 	mu      sync.Mutex
+	offset  time.Duration // added to now: StepClock
 	mutexes map[string]*mutexState
 	subs    map[string]map[*subscriber]struct{} // Watch subscriptions by mutex
 	floor   uint64                              // highest token of every forgotten mutex
@@ -159,7 +160,7 @@ type mutexState struct {
 func (s *Store) do(mutex string, create bool, fn func(m *mutexState, now time.Time)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apply(mutex, create, s.now(), fn)
+	s.apply(mutex, create, s.clock(), fn)
 }
 
 // apply is do with s.mu held, at now.
@@ -232,18 +233,18 @@ func (m *mutexState) extend(now time.Time, ttl, transition time.Duration) {
 	m.transitionAt = now.Add(addSat(ttl, transition))
 }
 
-// record describes m at now with remaining durations only; a nil m is an
-// unknown mutex.
+// record describes m at now with remaining durations and the server's
+// clock reading; a nil m is an unknown mutex.
 func (m *mutexState) record(now time.Time) lease.Record {
 	if m == nil {
-		return lease.Record{}
+		return lease.Record{ServerTime: now}
 	}
 	if m.owner == "" {
 		var hold time.Duration
 		if m.reserved != "" {
 			hold = max(m.reservedUntil.Sub(now), 0)
 		}
-		return lease.Record{Transition: hold}
+		return lease.Record{Transition: hold, ServerTime: now}
 	}
 	ttl := max(m.ttlAt.Sub(now), 0)
 	return lease.Record{
@@ -251,7 +252,25 @@ func (m *mutexState) record(now time.Time) lease.Record {
 		Token:      m.token,
 		TTL:        ttl,
 		Transition: max(m.transitionAt.Sub(now), ttl),
+		ServerTime: now,
 	}
+}
+
+// clock reads the server's clock: now, stepped by StepClock. s.mu is
+// held.
+func (s *Store) clock() time.Time { return s.now().Add(s.offset) }
+
+// StepClock steps the server's clock by d (forward when d > 0, back when
+// d < 0) from now on, as an operator or a broken time daemon stepping a
+// real server's clock would: every live grant, reservation and queue entry
+// keeps its expiry instant on the stepped clock, so a forward step ends
+// them d early and a backward step keeps them d longer. Steps add up. It is
+// a test hook: the records report the stepped clock in
+// [lease.Record.ServerTime], which is how a Manager detects the step.
+func (s *Store) StepClock(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offset += d
 }
 
 // arm keeps exactly one timer pending for the current reservation, so the
@@ -272,7 +291,7 @@ func (s *Store) arm(m *mutexState, now time.Time) {
 			return // stopped or replaced while this callback waited
 		}
 		m.timer = nil
-		now := s.now()
+		now := s.clock()
 		s.settle(m, now)
 		s.arm(m, now) // the next reservation, or this one if the clock lags
 	})

@@ -89,7 +89,7 @@ func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextSlow []in
 		c := &calls[n]
 		items = append(items, item{key: c.keys[0], queue: func(p redis.Pipeliner) { c.cmd = renewScript.EvalSha(ctx, p, c.keys, c.args...) }})
 	}
-	unacked, err := s.pipeline(ctx, items)
+	unacked, clocks, err := s.pipeline(ctx, items)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextSlow []in
 		case ok:
 			r := b.reqs[i]
 			b.results[i].Record = lease.Record{Owner: r.Contender, Token: r.Token,
-				TTL: msDur(ms(r.TTL)), Transition: msDur(ms(r.TTL) + ms(r.Transition))}
+				TTL: msDur(ms(r.TTL)), Transition: msDur(ms(r.TTL) + ms(r.Transition)), ServerTime: clocks[n]}
 		default:
 			nextSlow = append(nextSlow, i) // not held, or a grant kept elsewhere: ask the script
 		}
@@ -117,7 +117,7 @@ func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextSlow []in
 		} else if err != nil {
 			return nil, scriptErr(err)
 		}
-		if err := b.decode(c, sent, unacked[len(fast)+n]); err != nil {
+		if err := b.decode(c, sent, unacked[len(fast)+n], clocks[len(fast)+n]); err != nil {
 			return nil, err
 		}
 	}
@@ -132,23 +132,36 @@ func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextSlow []in
 // pipeline sends items in one pipeline (go-redis splits it by node). With
 // [WithWaitReplicas] it sends one pipeline per server, concurrently, each
 // ending in WAIT, and reports which items too few replicas acknowledged.
-// The commands' own errors are left in them.
-func (s *Store) pipeline(ctx context.Context, items []item) ([]bool, error) {
-	unacked := make([]bool, len(items))
+// The commands' own errors are left in them. Each pipeline to one server
+// also reads the server's clock (TIME: one command more, no round trip
+// more), reported per item in clocks; on Redis Cluster or a Ring without
+// WAIT, where go-redis splits one pipeline by node, clocks stay zero.
+func (s *Store) pipeline(ctx context.Context, items []item) (unacked []bool, clocks []time.Time, err error) {
+	unacked = make([]bool, len(items))
+	clocks = make([]time.Time, len(items))
 	if s.cfg.waitN == 0 {
+		var tm *redis.TimeCmd
 		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, it := range items {
 				it.queue(p)
 			}
+			if s.cluster == nil && s.ring == nil {
+				tm = p.Time(ctx)
+			}
 			return nil
 		})
-		return unacked, nil
+		if tm != nil && tm.Err() == nil {
+			for i := range clocks {
+				clocks[i] = tm.Val()
+			}
+		}
+		return unacked, clocks, nil
 	}
 	groups := map[*redis.Client][]int{}
 	for i, it := range items {
 		c, _, err := s.serverOf(ctx, it.key)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		groups[c] = append(groups[c], i)
 	}
@@ -158,14 +171,21 @@ func (s *Store) pipeline(ctx context.Context, items []item) ([]bool, error) {
 	for c, idx := range groups {
 		wg.Go(func() {
 			var wait *redis.Cmd
+			var tm *redis.TimeCmd
 			_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, i := range idx {
 					items[i].queue(p)
 				}
+				tm = p.Time(ctx)
 				wait = p.Do(ctx, "WAIT", s.cfg.waitN, ms(s.cfg.waitTimeout))
 				return nil
 			})
 			acks, err := wait.Int64()
+			if tm.Err() == nil {
+				for _, i := range idx {
+					clocks[i] = tm.Val() // each item once: no lock needed
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -179,7 +199,7 @@ func (s *Store) pipeline(ctx context.Context, items []item) ([]bool, error) {
 		})
 	}
 	wg.Wait()
-	return unacked, errors.Join(errs...)
+	return unacked, clocks, errors.Join(errs...)
 }
 
 // notReplicated is the error of a renewal the replicas did not acknowledge.
@@ -228,7 +248,7 @@ func (b *renewBatch) calls(idx []int) []renewCall {
 
 // decode fills the results of the call's requests from its reply: five
 // values per request (renewed or not, then the record).
-func (b *renewBatch) decode(c renewCall, sent time.Time, unacked bool) error {
+func (b *renewBatch) decode(c renewCall, sent time.Time, unacked bool, clock time.Time) error {
 	s := b.s
 	l, err := parseList(c.cmd.Val())
 	if err != nil {
@@ -247,6 +267,7 @@ func (b *renewBatch) decode(c renewCall, sent time.Time, unacked bool) error {
 		if err != nil {
 			return err
 		}
+		rec.ServerTime = clock
 		id := grantID(r.Mutex, r.Contender, r.Token)
 		switch {
 		case ok == 0:

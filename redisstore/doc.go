@@ -40,7 +40,12 @@
 // of its grant key, without a script (1: renewed; 0: not held, and the
 // renew script then reports the owner); the renew script runs instead
 // about once per retention/2 per grant, to extend its record, and for
-// grants the Store did not make. INFO runs once per Store and server life
+// grants the Store did not make. Each renewal call (RenewMany: a
+// Manager's renewal tick) adds one TIME per server to its pipeline, no
+// round trip: the server's clock, reported as lease.Record.ServerTime so
+// that the lease can detect steps of that clock (on Redis Cluster and a
+// Ring, without [WithWaitReplicas], renewals report none; nor do acquires,
+// releases and gets). INFO runs once per Store and server life
 // (see Restarts) and once per slot after a flush, never per operation.
 //
 // # Fencing tokens

@@ -120,10 +120,12 @@ func (e myEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, 
 		cur, err := e.get(ctx, mutex)
 		return cur, false, err
 	}
-	// Renewed: at the server's now of the UPDATE the grant had exactly ttl,
-	// then transition, left.
-	waiters, _ := res.LastInsertId()
-	return row{found: true, owner: owner, token: token, ttlAt: ttlMs, transitionAt: ttlMs + transitionMs, now: 0, waited: waiters == 2}, true, nil
+	// Renewed: at the server's now of the UPDATE (the insert id carries
+	// it, and whether others wait) the grant had exactly ttl, then
+	// transition, left.
+	id, _ := res.LastInsertId()
+	now := id / 4
+	return row{found: true, owner: owner, token: token, ttlAt: now + ttlMs, transitionAt: now + ttlMs + transitionMs, now: now, waited: id%4 == 2}, true, nil
 }
 
 // renewMany renews with one UPDATE per group of equal durations (one, from

@@ -83,10 +83,20 @@ type row struct {
 	waited       bool // a renewal saw live entries in the queue (MySQL)
 }
 
-// record turns a row into remaining durations. A grant whose transition
+// record turns a row into remaining durations (see remaining) and the
+// server's clock reading of the statement (now_ms), which decided them.
+func (r row) record() lease.Record {
+	rec := r.remaining()
+	if r.now > 0 {
+		rec.ServerTime = time.UnixMilli(r.now)
+	}
+	return rec
+}
+
+// remaining turns a row into remaining durations. A grant whose transition
 // has ended is a free mutex; a free mutex whose transition_at is ahead is
 // held back for the first waiter (empty Owner, positive Transition).
-func (r row) record() lease.Record {
+func (r row) remaining() lease.Record {
 	if !r.found || r.transitionAt <= r.now {
 		return lease.Record{}
 	}

@@ -21,6 +21,7 @@ type config struct {
 	handoff   time.Duration
 	retention time.Duration
 	logger    *slog.Logger
+	clock     func() time.Duration // WithSQLiteClockOffset; nil: the host's clock
 }
 
 // tableRE is an unquoted identifier, optionally prefixed by a schema (or,
@@ -137,6 +138,28 @@ func WithHandoff(d time.Duration) Option {
 			return fmt.Errorf("%w: sqlstore: hand-off window %v out of [0, %v]", lease.ErrInvalidArgument, d, maxHandoff)
 		}
 		c.handoff = d
+		return nil
+	}
+}
+
+// WithSQLiteClockOffset is for tests: it makes every statement of a
+// SQLite Store read the host's clock plus offset() (evaluated once per
+// statement) instead of the host's clock, as if SQLite ran on a machine
+// whose clock was stepped by that much. SQLite has no server: its clock is
+// the host's, which a test cannot step without stepping every other
+// process's. A change of the offset is a step of the store's clock, and
+// grants written before it end that much earlier or later, as they would
+// on a server. Statements run unprepared while the offset is not zero.
+// Only NewSQLite accepts it; Stores of the same file that should share
+// the stepped clock need the same offset. Never use it in production: a
+// Store whose clock disagrees with other Stores' of the file breaks their
+// grants.
+func WithSQLiteClockOffset(offset func() time.Duration) Option {
+	return func(c *config) error {
+		if offset == nil {
+			return fmt.Errorf("%w: sqlstore: nil clock offset", lease.ErrInvalidArgument)
+		}
+		c.clock = offset
 		return nil
 	}
 }

@@ -31,7 +31,7 @@ func (e pgEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
 	}
 	got := row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt,
 		now: r.NowMs, queue: queued(r.Queue)}
-	if got.owner != a.owner && got.record() == (lease.Record{}) {
+	if got.owner != a.owner && got.remaining() == (lease.Record{}) {
 		// Lost, yet the snapshot shows a free mutex: a grant committed
 		// after the snapshot holds it. Read who.
 		return e.get(ctx, a.mutex)

@@ -31,6 +31,7 @@ type poller struct {
 	table string
 	hub   *hub
 	log   *slog.Logger
+	clock func() time.Duration // WithSQLiteClockOffset, or nil
 
 	cancel context.CancelFunc // of the running loop; nil when stopped
 	wg     sync.WaitGroup
@@ -81,7 +82,7 @@ func (p *poller) session(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	eng := liteEngine{db: rewrite(conn, p.table)}
+	eng := liteEngine{db: shiftClock(rewrite(conn, p.table), p.clock)}
 	seen := map[string]seenRow{}
 	last := int64(-1)
 	fast := false

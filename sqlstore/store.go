@@ -58,6 +58,9 @@ func NewPostgres(db *sql.DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.clock != nil {
+		return nil, errClockOffset
+	}
 	channel := channelName(c.table)
 	s := newStore(c, pgEngine{db: rewrite(db, c.table), channel: channel}, "postgres")
 	s.tag = newTag(tagLen)
@@ -77,6 +80,9 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 	c, err := newConfig(db, opts)
 	if err != nil {
 		return nil, err
+	}
+	if c.clock != nil {
+		return nil, errClockOffset
 	}
 	stmts := newPrepared(db, c.table, myAcquireReturning, mydb.Acquire, mydb.Release, mydb.Renew, mydb.Get)
 	s := newStore(c, myEngine{db: rewrite(stmts, c.table), table: c.table, floor: new(sync.Once), flavor: new(atomic.Int32)}, "mysql")
@@ -111,11 +117,11 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	stmts := newPrepared(db, c.table, litedb.Acquire, litedb.Release, litedb.Renew, litedb.Get)
-	s := newStore(c, liteEngine{db: rewrite(stmts, c.table)}, "sqlite")
+	s := newStore(c, liteEngine{db: shiftClock(rewrite(stmts, c.table), c.clock)}, "sqlite")
 	s.stmts = stmts
 	if c.push {
 		s.hub = &hub{pool: db}
-		s.hub.backend = &poller{db: db, table: c.table, hub: s.hub, log: c.logger}
+		s.hub.backend = &poller{db: db, table: c.table, hub: s.hub, log: c.logger, clock: c.clock}
 	}
 	return s, nil
 }

@@ -140,10 +140,11 @@ var cases = []tcase{
 	{name: "FairHandoff", run: caseFairHandoff},
 	{name: "Watch", run: caseWatch},
 	// The Store contract through raw calls (cases_transition.go,
-	// cases_faults.go).
+	// cases_faults.go, cases_clock.go).
 	{name: "Transition", run: caseTransition},
 	{name: "TakeoverAfterAbandon", run: caseTakeoverAfterAbandon},
 	{name: "StaleRenewRelease", run: caseStaleRenewRelease},
+	{name: "ServerClock", run: caseServerClock},
 	// Faults and lifecycle (cases_slow.go, cases_partition.go,
 	// cases_lifecycle.go).
 	{name: "SlowStore", run: caseSlowStore},

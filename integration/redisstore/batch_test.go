@@ -70,7 +70,7 @@ func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(m
 		t.Fatal(err)
 	}
 	for i, r := range res[:20] {
-		want := lease.Record{Owner: "a", Token: reqs[i].Token, TTL: 2 * ttl, Transition: 2*ttl + tr}
+		want := lease.Record{Owner: "a", Token: reqs[i].Token, TTL: 2 * ttl, Transition: 2*ttl + tr, ServerTime: r.Record.ServerTime}
 		if r.Err != nil || r.Record != want {
 			t.Errorf("result %d = %+v, want %+v", i, r, want)
 		}
@@ -78,7 +78,7 @@ func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(m
 	if r := res[20]; !errors.Is(r.Err, lease.ErrNotHeld) || r.Record.Owner != "b" || r.Record.Token != tokB {
 		t.Errorf("b's grant: %+v, want ErrNotHeld with b's record", r)
 	}
-	if r := res[21]; !errors.Is(r.Err, lease.ErrNotHeld) || r.Record != (lease.Record{}) {
+	if r := res[21]; !errors.Is(r.Err, lease.ErrNotHeld) || r.Record != (lease.Record{ServerTime: r.Record.ServerTime}) {
 		t.Errorf("never granted: %+v, want ErrNotHeld and a free record", r)
 	}
 	if !errors.Is(res[22].Err, lease.ErrInvalidName) {

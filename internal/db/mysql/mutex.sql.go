@@ -520,7 +520,8 @@ func (q *Queries) ReleaseBells(ctx context.Context, db DBTX, arg ReleaseBellsPar
 const Renew = `-- name: Renew :execresult
 UPDATE simba_mutex SET
     version       = version + 1
-                    + 0 * LAST_INSERT_ID(1 + (SUBSTRING(queue, 17, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0')
+                    + 0 * LAST_INSERT_ID(4 * (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+                                         + 1 + (SUBSTRING(queue, 17, 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0')
                                               OR SUBSTRING(queue, GREATEST(LENGTH(queue) - 12, 1), 13) > LPAD((UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000), 13, '0'))),
     ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED),
     transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED)
@@ -539,8 +540,10 @@ type RenewParams struct {
 // Extends the live grant of owner_id with token from now; 0 rows when that
 // grant is not the current one or its transition has ended. version
 // always changes, so the count is the same with or without clientFoundRows.
-// The reply's insert id is 2 when the queue's first or last entry is live
-// (others wait: the holder takes its doorbell), else 1.
+// The reply's insert id is 4 × the server's now (epoch ms) plus 2 when the
+// queue's first or last entry is live (others wait: the holder takes its
+// doorbell), else plus 1: the now the grant was extended from, without a
+// second statement.
 func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (sql.Result, error) {
 	return db.ExecContext(ctx, Renew,
 		arg.TtlMs,
