@@ -22,6 +22,7 @@ func caseTakeoverAfterAbandon(e *env) {
 	ghost, other := ghostID(), ghostID()
 	name := e.name("abandon")
 	span := e.ttl + e.transition
+	stalls := e.watchStalls()
 	sent := time.Now()
 	rec, err := raw.Acquire(e.ctx, name, ghost, e.ttl, e.transition)
 	if err != nil || rec.Owner != ghost || rec.Token == 0 {
@@ -86,7 +87,7 @@ func caseTakeoverAfterAbandon(e *env) {
 		}
 		return true
 	})
-	e.checkJitter(polls(taps, name, from, time.Now(), true))
+	e.checkJitter(polls(taps, name, from, time.Now(), true), stalls)
 	cancel()
 	for range n - 1 {
 		if r := recv(e, wins, e.prompt(), "a waiter whose Acquire was cancelled"); r.err == nil {

@@ -170,6 +170,7 @@ func caseMultiContend(e *env) {
 	ms := make([]*lease.Manager, n)
 	taps := make([]*tap, n)
 	cs := make([]*lease.Contender, n)
+	stalls := e.watchStalls()
 	start := time.Now()
 	for i := range n {
 		ms[i], taps[i] = e.tappedManager()
@@ -234,7 +235,7 @@ func caseMultiContend(e *env) {
 	} else if len(leaders) == 1 && leaders[0] != matches {
 		e.t.Errorf("the observed owner is contender %d but contender %d leads", matches, leaders[0])
 	}
-	e.checkJitter(polls(taps, name, start.Add((e.ttl+e.transition)/2), time.Now(), false))
+	e.checkJitter(polls(taps, name, start.Add((e.ttl+e.transition)/2), time.Now(), false), stalls)
 
 	order := make([]int, 0, n) // the leader first, then as Simba: in reverse order
 	if len(leaders) == 1 {

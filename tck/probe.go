@@ -146,10 +146,15 @@ func polls(taps []*tap, name string, from, to time.Time, first bool) []poll {
 // so few polls come within a millisecond of another waiter's. Without
 // jitter they all come at the same instant. Five polls at least are needed
 // to judge.
-func (e *env) checkJitter(ps []poll) {
+//
+// Timers due while the test process was not running (a loaded machine)
+// all fire when it runs again, however well they were spread: polls made
+// during a stall that st saw, or within 2 ms after it, are not judged.
+func (e *env) checkJitter(ps []poll, st *stallWatch) {
 	e.t.Helper()
+	ps = slices.DeleteFunc(ps, func(p poll) bool { return st.stalled(p.at) })
 	if len(ps) < 5 {
-		e.t.Logf("only %d polls of waiters: too few to judge their jitter", len(ps))
+		e.t.Logf("only %d polls of waiters outside stalls of this process: too few to judge their jitter", len(ps))
 		return
 	}
 	slices.SortFunc(ps, func(a, b poll) int { return a.at.Compare(b.at) })
@@ -163,6 +168,56 @@ func (e *env) checkJitter(ps []poll) {
 		e.t.Errorf("%d of %d polls of waiters came within 1ms of another waiter's: waiters must retry with a jitter (-200ms to +1s around the owner's transition end), not all at once",
 			clustered, len(ps))
 	}
+}
+
+// stallWatch records when this process did not run for a while: a
+// goroutine that sleeps a millisecond at a time notes every gap of more
+// than stallGap between its wake-ups. It ends with the test.
+type stallWatch struct {
+	mu     sync.Mutex
+	stalls [][2]time.Time
+}
+
+// stallGap is the least gap between wake-ups that counts as a stall.
+const stallGap = 10 * time.Millisecond
+
+// watchStalls starts a stallWatch that ends when the test does.
+func (e *env) watchStalls() *stallWatch {
+	st := &stallWatch{}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	e.t.Cleanup(func() { close(done); <-stopped })
+	go func() {
+		defer close(stopped)
+		prev := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			now := time.Now()
+			if now.Sub(prev) > stallGap {
+				st.mu.Lock()
+				st.stalls = append(st.stalls, [2]time.Time{prev, now})
+				st.mu.Unlock()
+			}
+			prev = now
+		}
+	}()
+	return st
+}
+
+// stalled reports whether at falls in a stall, or within 2 ms after one.
+func (st *stallWatch) stalled(at time.Time) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, s := range st.stalls {
+		if !at.Before(s[0]) && !at.After(s[1].Add(2*time.Millisecond)) {
+			return true
+		}
+	}
+	return false
 }
 
 // crowded reports whether another waiter's poll of the sorted ps came

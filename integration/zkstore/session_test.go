@@ -275,7 +275,7 @@ func TestServerRestartTakeover(t *testing.T) {
 	hm, wm := manager(t, hs, opts...), manager(t, ws, opts...)
 	ctx := t.Context()
 	const name = "restart/takeover"
-	const bound = 10 * time.Second
+	const bound = 30 * time.Second // 15 s was exceeded at load 35 on two cores
 
 	l1, err := hm.Acquire(ctx, name)
 	if err != nil {
