@@ -257,8 +257,21 @@ func TestScrape(t *testing.T) {
 		t.Errorf("renew_many calls timed: %v ok + %v failed, want %v with %v failed", ok, bad, calls, fails)
 	}
 	if _, ok := s["simba_lease_server_clock_steps_total"]; ok {
-		t.Error("clock steps recorded before the detector exists")
+		t.Error("clock steps recorded before any step")
 	}
+
+	// The store's clock steps an hour forward: the next renewal's reply
+	// shows it (and is refused: the grant ended on the stepped clock).
+	l, err := a.Acquire(bg, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.StepClock(time.Hour)
+	<-l.Done()
+	eventually(t, "a forward clock step counted", func() bool {
+		v, _ := scrapeOf(t, srv).series("simba_lease_server_clock_steps_total", "simba_direction", "forward")
+		return v == 1
+	})
 }
 
 // BenchmarkCycleSDK is lease's BenchmarkManager/cycle with the SDK's
