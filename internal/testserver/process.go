@@ -40,6 +40,7 @@ type procSpec struct {
 	logPath  string         // stdout and stderr, appended across restarts
 	uid, gid int            // run as this user when uid >= 0
 	stopSig  syscall.Signal // graceful stop; SIGTERM when zero
+	env      []string       // added to this process's environment
 	ready    func(ctx context.Context) error
 }
 
@@ -190,6 +191,9 @@ func (p *Process) start() error {
 	}
 	cmd := exec.Command(p.spec.path, p.spec.args...)
 	cmd.Dir = p.spec.dir
+	if len(p.spec.env) > 0 {
+		cmd.Env = append(os.Environ(), p.spec.env...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log // *os.File: no copying goroutines
 	cmd.SysProcAttr = sysProcAttr(p.spec.uid, p.spec.gid)
 	err = cmd.Start()

@@ -36,7 +36,10 @@ func (s *RedisServer) Dir() string { return s.dir }
 // A RedisOption configures a server from [PrivateRedis].
 type RedisOption func(*redisConfig)
 
-type redisConfig struct{ args []string }
+type redisConfig struct {
+	args  []string
+	clock *ServerClock
+}
 
 // RedisAOF runs the server with an append-only file synced every second
 // (appendonly yes, appendfsync everysec), as many installations do; a
@@ -109,7 +112,7 @@ func PrivateRedis(t testing.TB, opts ...RedisOption) *RedisServer {
 		o(&cfg)
 	}
 	begin := time.Now()
-	g, err := startRedis(cfg.args...)
+	g, err := startRedisEnv(clockEnv(cfg.clock, true), cfg.args...)
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)
@@ -130,7 +133,11 @@ func redisBinary() (string, error) {
 
 // startRedis starts one local redis-server on a free port, with extra
 // arguments.
-func startRedis(extra ...string) (*group, error) {
+func startRedis(extra ...string) (*group, error) { return startRedisEnv(nil, extra...) }
+
+// startRedisEnv starts one local redis-server on a free port, with env
+// added to its environment and extra arguments.
+func startRedisEnv(env []string, extra ...string) (*group, error) {
 	bin, err := redisBinary()
 	if err != nil {
 		return nil, err
@@ -146,6 +153,7 @@ func startRedis(extra ...string) (*group, error) {
 			return err
 		}
 		p := newRedisProcess(bin, dir, port, extra...)
+		p.spec.env = env
 		g.procs = []*Process{p}
 		return p.Start()
 	})
