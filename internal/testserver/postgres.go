@@ -177,7 +177,7 @@ func startPostgres(env []string) (*group, error) {
 				"-c", "dynamic_shared_memory_type=mmap", "-c", "max_connections=300"},
 			dir: dir, logPath: filepath.Join(dir, "postgres.log"),
 			uid: uid, gid: gid, stopSig: syscall.SIGINT, // SIGINT: fast shutdown
-			env: env,
+			env:   env,
 			ready: func(ctx context.Context) error { return pingSQL(ctx, "pgx", pgURL(a, "postgres")) },
 		})
 		g.procs = []*Process{p}
