@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,6 +146,32 @@ func (p *Process) Restart() error {
 	if err := p.stop(p.spec.stopSig); err != nil {
 		return err
 	}
+	return p.start()
+}
+
+// restartWith stops the server with sig, after before (when not nil) ran
+// under the control lock, and starts it again with extra arguments after
+// its usual ones for this start only.
+func (p *Process) restartWith(sig syscall.Signal, before func() error, extra ...string) error {
+	if err := p.controllable(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state.Load() != running {
+		return fmt.Errorf("%w: %s (or paused)", ErrNotRunning, p)
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
+	}
+	if err := p.stop(sig); err != nil {
+		return err
+	}
+	args := p.spec.args
+	p.spec.args = append(slices.Clip(args), extra...)
+	defer func() { p.spec.args = args }()
 	return p.start()
 }
 

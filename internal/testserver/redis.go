@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,4 +222,74 @@ func deleteRedisKeys(t testing.TB, addrs []string, prefix string) {
 		}
 		_ = c.Close()
 	}
+}
+
+// RestartFromSnapshot restarts a server from [PrivateRedis] the way a
+// Redis with RDB persistence comes back from a crash: it writes a
+// snapshot (SAVE), stops without saving again (SHUTDOWN NOSAVE), so that
+// every write after the snapshot is lost, and starts again from the
+// snapshot. The snapshot is removed once loaded, so a later Restart comes
+// back empty again.
+func (s *RedisServer) RestartFromSnapshot(ctx context.Context) error {
+	if s.dir == "" {
+		return fmt.Errorf("%w: %s: not a PrivateRedis", ErrNotControllable, s.Process)
+	}
+	err := s.restartWith(syscall.SIGTERM, func() error {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+		defer c.Close()
+		if err := c.Save(ctx).Err(); err != nil {
+			return fmt.Errorf("testserver: %s: SAVE: %w", s.Process, err)
+		}
+		_ = c.ShutdownNoSave(ctx).Err() // the connection closes: no reply
+		return nil
+	})
+	_ = os.Remove(filepath.Join(s.dir, "dump.rdb"))
+	return err
+}
+
+// CrashWithAOF crashes a server from [PrivateRedis] that keeps an
+// append-only file: it turns the file on (appendonly yes, appendfsync
+// everysec) and waits until it holds the data set, lets the server serve
+// for during, kills it with SIGKILL (what the last second's fsync did not
+// reach the file is lost, as in a crash) and starts it again from the
+// file; then it turns the file off, so that a later Restart comes back
+// empty again.
+func (s *RedisServer) CrashWithAOF(ctx context.Context, during time.Duration) error {
+	if s.dir == "" {
+		return fmt.Errorf("%w: %s: not a PrivateRedis", ErrNotControllable, s.Process)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer c.Close()
+	if err := c.ConfigSet(ctx, "appendfsync", "everysec").Err(); err != nil {
+		return fmt.Errorf("testserver: %s: %w", s.Process, err)
+	}
+	if err := c.ConfigSet(ctx, "appendonly", "yes").Err(); err != nil {
+		return fmt.Errorf("testserver: %s: %w", s.Process, err)
+	}
+	for { // until the rewrite that starts the file is done
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return fmt.Errorf("testserver: %s: %w", s.Process, err)
+		}
+		if strings.Contains(info, "aof_enabled:1") && strings.Contains(info, "aof_rewrite_in_progress:0") &&
+			strings.Contains(info, "aof_rewrite_scheduled:0") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(during):
+	}
+	if err := s.restartWith(syscall.SIGKILL, nil, "--appendonly", "yes", "--appendfsync", "everysec"); err != nil {
+		return err
+	}
+	if err := c.ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
+		return fmt.Errorf("testserver: %s: %w", s.Process, err)
+	}
+	return nil
 }
