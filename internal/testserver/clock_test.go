@@ -3,8 +3,11 @@ package testserver_test
 import (
 	"context"
 	"database/sql"
+	"path"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/simba-go/simba/internal/testserver"
 )
@@ -12,13 +15,9 @@ import (
 // TestServerClock: a server under a ServerClock reads the machine's time
 // plus the clock's offset, and a Step while it runs moves the time it
 // reads at once (Redis TIME, PostgreSQL clock_timestamp(), MariaDB
-// SYSDATE(6)), forward and backward, and a key's expiry with it.
+// SYSDATE(6), a ZooKeeper node's mtime), forward and backward.
 func TestServerClock(t *testing.T) {
 	t.Parallel()
-	type server struct {
-		name string
-		now  func(ctx context.Context) (time.Time, error)
-	}
 	sqlNow := func(t *testing.T, driver, dsn, query string) func(ctx context.Context) (time.Time, error) {
 		db, err := sql.Open(driver, dsn)
 		if err != nil {
@@ -47,6 +46,24 @@ func TestServerClock(t *testing.T) {
 		{"mysql", func(t *testing.T, c *testserver.ServerClock) func(ctx context.Context) (time.Time, error) {
 			srv := testserver.PrivateMySQLWith(t, testserver.WithServerClock(c))
 			return sqlNow(t, "mysql", srv.DSN(), "SELECT UNIX_TIMESTAMP(SYSDATE(6))")
+		}},
+		{"zookeeper", func(t *testing.T, c *testserver.ServerClock) func(ctx context.Context) (time.Time, error) {
+			// The server's wall clock is the mtime it gives a node it
+			// writes. (Its sessions expire on the JVM's monotonic clock,
+			// which a step does not move.)
+			srv := testserver.PrivateZooKeeper(t, testserver.ZooKeeperServerClock(c))
+			conn := zkConn(t, srv.Servers(), 4*time.Second)
+			p := path.Join(srv.Root(), "clock")
+			if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			return func(context.Context) (time.Time, error) {
+				st, err := conn.Set(p, nil, -1)
+				if err != nil {
+					return time.Time{}, err
+				}
+				return time.UnixMilli(st.Mtime), nil
+			}
 		}},
 	} {
 		t.Run(s.name, func(t *testing.T) {
