@@ -93,7 +93,17 @@ func TestCampaign(t *testing.T) {
 		}},
 		{"sqlite", sqliteSetup},
 		{"redis", redisSetup},
-		{"zookeeper", zkSetup},
+		{"zookeeper", func(t *testing.T) Setup {
+			clk := testserver.NewServerClock(t)
+			s := zkSetup(t, "zookeeper", testserver.ZooKeeperServerClock(clk))
+			s.Clock = clk
+			return s
+		}},
+		// The server grants sessions shorter than the clients ask
+		// (maxSessionTimeout 2 s, sessions asked for 3 s).
+		{"zookeeper-capped", func(t *testing.T) Setup {
+			return zkSetup(t, "zookeeper-capped", testserver.WithMaxSessionTimeout(realTTL))
+		}},
 		{"redis-cluster", clusterSetup},
 		{"zookeeper-ensemble", ensembleSetup},
 	}
@@ -229,7 +239,7 @@ func redisSetup(t *testing.T) Setup {
 		// A short campaign (make test) restarts from a snapshot and steps
 		// the clock at least once.
 		First: []string{FaultRedisSnapshot, FaultClockForward},
-		Name: "redis",
+		Name:  "redis",
 		Client: func() (lease.Store, Faulter, []lease.Option) {
 			p := proxyTo(t, srv.Addr())
 			c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
@@ -250,11 +260,11 @@ func redisSetup(t *testing.T) Setup {
 	}
 }
 
-func zkSetup(t *testing.T) Setup {
-	srv := testserver.PrivateZooKeeper(t)
+func zkSetup(t *testing.T, name string, opts ...testserver.ZooKeeperOption) Setup {
+	srv := testserver.PrivateZooKeeper(t, opts...)
 	const session = realTTL + realTr
 	return Setup{
-		Name: "zookeeper",
+		Name: name,
 		Client: func() (lease.Store, Faulter, []lease.Option) {
 			p := proxyTo(t, srv.Addr())
 			conn := zkConnect(t, []string{p.Addr()}, session)

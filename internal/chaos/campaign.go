@@ -95,16 +95,20 @@ type Setup struct {
 
 // Fault kinds of the nemesis (RELIABILITY.md's scenarios).
 const (
-	FaultBlackhole    = "blackhole a holder (S4)"
-	FaultCut          = "reset a holder's connection (S4)"
-	FaultDelay        = "slow a holder's calls to ttl/2 (S10)"
-	FaultDropReplies  = "drop replies after the server applied (S9)"
-	FaultPauseHolder  = "pause a holder mid-update (S1)"
-	FaultStopProc     = "SIGSTOP a holder process (S1)"
-	FaultKillProc     = "kill -9 a holder process (S2)"
-	FaultPauseServer  = "pause the server (S3)"
-	FaultRestartSrv   = "restart the server (S3)"
-	FaultKillPush     = "kill the notification connections (S6)"
+	FaultBlackhole   = "blackhole a holder (S4)"
+	FaultCut         = "reset a holder's connection (S4)"
+	FaultDelay       = "slow a holder's calls to ttl/2 (S10)"
+	FaultDropReplies = "drop replies after the server applied (S9)"
+	FaultPauseHolder = "pause a holder mid-update (S1)"
+	FaultStopProc    = "SIGSTOP a holder process (S1)"
+	FaultKillProc    = "kill -9 a holder process (S2)"
+	// FaultKillWaiter is FaultKillProc drawn on a process that does not
+	// hold: it waits, queued in the store (at the head of the queue when
+	// it was next in line).
+	FaultKillWaiter  = "kill -9 a waiting process (S2)"
+	FaultPauseServer = "pause the server (S3)"
+	FaultRestartSrv  = "restart the server (S3)"
+	FaultKillPush    = "kill the notification connections (S6)"
 	// Redis restarts that keep data (S3), and a flush.
 	FaultRedisSnapshot = "SAVE, SHUTDOWN NOSAVE, restart from the RDB (S3)"
 	FaultRedisAOF      = "appendfsync everysec, kill -9, restart from the AOF (S3)"
@@ -117,7 +121,7 @@ const (
 	FaultClockBackward    = "server clock steps backward < margin (S13)"
 	FaultClockFarBackward = "server clock steps backward > margin (S13)"
 	FaultClockFarForward  = "server clock steps forward > margin, beyond the assumption (S13)"
-	episodeSettleTime = 500 * time.Millisecond
+	episodeSettleTime     = 500 * time.Millisecond
 )
 
 // Episode is one injected fault and what followed it.
@@ -370,6 +374,9 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 		last := time.Duration(rng.Int64N(int64(2 * span)))
 		ep := Episode{Fault: kind, Victim: victim.name, Start: l.h.Now(), Takeover: -1, mutex: l.mutex}
 		ep.Held = l.h.Holder(l.mutex) == ep.Victim
+		if kind == FaultKillProc && !ep.Held {
+			ep.Fault = FaultKillWaiter
+		}
 		if isServerFault(kind) || kind == FaultKillPush {
 			ep.Victim, ep.Held = "", false
 		}
