@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -100,8 +101,12 @@ const (
 	FaultDelay       = "slow a holder's calls to ttl/2 (S10)"
 	FaultDropReplies = "drop replies after the server applied (S9)"
 	FaultPauseHolder = "pause a holder mid-update (S1)"
-	FaultStopProc    = "SIGSTOP a holder process (S1)"
-	FaultKillProc    = "kill -9 a holder process (S2)"
+	// Contender behaviours (of the lane's first in-process worker, which
+	// runs as a Contender).
+	FaultAbandon    = "Contender.Stop whose context ends before the callback returns (S16)"
+	FaultStopInside = "Contender.Stop from inside its callback (S16)"
+	FaultStopProc   = "SIGSTOP a holder process (S1)"
+	FaultKillProc   = "kill -9 a holder process (S2)"
 	// FaultKillWaiter is FaultKillProc drawn on a process that does not
 	// hold: it waits, queued in the store (at the head of the queue when
 	// it was next in line).
@@ -109,18 +114,18 @@ const (
 	FaultPauseServer = "pause the server (S3)"
 	FaultRestartSrv  = "restart the server (S3)"
 	FaultKillPush    = "kill the notification connections (S6)"
-	// Redis restarts that keep data (S3), and a flush.
-	FaultRedisSnapshot = "SAVE, SHUTDOWN NOSAVE, restart from the RDB (S3)"
-	FaultRedisAOF      = "appendfsync everysec, kill -9, restart from the AOF (S3)"
-	FaultFlushAll      = "FLUSHALL (S3)"
-	// Steps of the servers' wall clock (S13): within the documented
+	// Redis restarts that keep data, and a flush (S13).
+	FaultRedisSnapshot = "SAVE, SHUTDOWN NOSAVE, restart from the RDB (S13)"
+	FaultRedisAOF      = "appendfsync everysec, kill -9, restart from the AOF (S13)"
+	FaultFlushAll      = "FLUSHALL (S13)"
+	// Steps of the servers' wall clock (S14): within the documented
 	// assumption (smaller than the safety margin, or backward) and beyond
 	// it (forward by more than the margin: a live grant loses more than
 	// the margin holds in reserve).
-	FaultClockForward     = "server clock steps forward < margin (S13)"
-	FaultClockBackward    = "server clock steps backward < margin (S13)"
-	FaultClockFarBackward = "server clock steps backward > margin (S13)"
-	FaultClockFarForward  = "server clock steps forward > margin, beyond the assumption (S13)"
+	FaultClockForward     = "server clock steps forward < margin (S14)"
+	FaultClockBackward    = "server clock steps backward < margin (S14)"
+	FaultClockFarBackward = "server clock steps backward > margin (S14)"
+	FaultClockFarForward  = "server clock steps forward > margin, beyond the assumption (S14)"
 	episodeSettleTime     = 500 * time.Millisecond
 )
 
@@ -217,6 +222,7 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 		wg.Go(func() { l.nemesis(ctx, rand.New(rand.NewPCG(seed, uint64(len(s.Name)*100+i)))) })
 	}
 	wg.Wait()
+	end := h.Now() // the contenders stop acquiring now
 	for _, l := range lanes {
 		l.stop()
 	}
@@ -236,7 +242,7 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	var hv []Violation
 	hv, res.Beyond = beyond(res.Episodes, res.Report.Violations, span+2*time.Second)
 	res.Violations = append(res.Violations, hv...)
-	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span, h.Now())...)
+	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span, end)...)
 	return res
 }
 
@@ -270,10 +276,15 @@ func newLane(ctx context.Context, s Setup, idx int, h *History, dir string, star
 			return nil, err
 		}
 		w := &Worker{Name: name, Manager: m, Mutex: l.mutex, Fenced: l.fenced, Unfenced: l.unfenced,
-			History: h, Think: s.TTL}
+			History: h, Think: s.TTL, Lead: i == 0 && s.Workers > 1}
 		l.members = append(l.members, member{name: name, w: w, f: f})
+		w.leader.init()
 		l.wg.Go(func() {
-			w.Run(ctx)
+			if w.Lead {
+				w.RunLeader(ctx)
+			} else {
+				w.Run(ctx)
+			}
 			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 			m.Close(cctx)
 			ccancel()
@@ -347,25 +358,41 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 		}
 		if victim.w != nil {
 			kinds = append(kinds, FaultPauseHolder)
+			if victim.w.Lead {
+				kinds = append(kinds, FaultAbandon, FaultStopInside)
+			}
 		} else {
 			kinds = append(kinds, FaultStopProc, FaultKillProc)
 		}
+		// Lane 0 alone faults the server (one server fault at a time);
+		// with more lanes it draws nothing else, so that each server
+		// fault kind is drawn often (the other lanes fault contenders).
+		// Clock steps add up, so every lane draws those within the
+		// assumption.
+		var server []string
 		if l.idx == 0 && s.Server != nil {
-			kinds = append(kinds, FaultPauseServer, FaultRestartSrv)
+			server = append(server, FaultPauseServer, FaultRestartSrv)
 		}
 		if l.idx == 0 && s.KillPush != nil {
-			kinds = append(kinds, FaultKillPush)
+			server = append(server, FaultKillPush)
 		}
 		extra := map[string]ServerFault{}
 		if l.idx == 0 {
 			for _, f := range s.Extra {
-				kinds = append(kinds, f.Kind)
+				server = append(server, f.Kind)
 				extra[f.Kind] = f
 			}
-			if s.Clock != nil {
-				kinds = append(kinds, FaultClockForward, FaultClockBackward, FaultClockFarBackward, FaultClockFarForward)
+		}
+		if s.Clock != nil {
+			server = append(server, FaultClockForward, FaultClockBackward, FaultClockFarBackward)
+			if l.idx == 0 { // rare enough that its windows do not hide other lanes' faults
+				server = append(server, FaultClockFarForward)
 			}
 		}
+		if l.idx == 0 && s.Lanes > 1 && len(server) > 0 {
+			kinds = nil
+		}
+		kinds = append(kinds, server...)
 		kind := kinds[rng.IntN(len(kinds))]
 		if l.idx == 0 && first < len(s.First) {
 			kind = s.First[first]
@@ -391,6 +418,12 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 			victim.f.(interface{ DropReplies() }).DropReplies()
 		case FaultPauseHolder:
 			victim.w.PauseNext(last)
+		case FaultAbandon:
+			if _, err := victim.w.Abandon(last); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				l.errs = append(l.errs, violation("setup", "abandon %s: %v", victim.name, err))
+			}
+		case FaultStopInside:
+			victim.w.StopInside()
 		case FaultStopProc:
 			if err := victim.p.signal(syscall.SIGSTOP); err != nil {
 				l.errs = append(l.errs, violation("setup", "SIGSTOP %s: %v", victim.name, err))

@@ -117,7 +117,7 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 	p("I7 is checked per lane after everyone closed: the mutex is free within ttl + transition + 2 s; the test process is checked for leaked goroutines.\n\n")
 	p("- S5 (client wall clock stepped) is not injected: CLOCK_REALTIME is one clock for the whole machine — stepping it steps the servers' clocks too, which is a server clock fault, not S5 — and a time namespace offsets only the monotonic clocks. The lease and every store's client measure time only through Go's monotonic readings (the Clock contract of package lease); expiry is the server's. ")
 	p("For SQLite the server's clock *is* the machine's wall clock: a forward step of the machine clock shortens every held SQLite lease (the fence still rejects the stale holder).\n")
-	p("- Server clock steps (S13) run the servers under libfaketime (internal/testserver's ServerClock): only the server's CLOCK_REALTIME moves, by 0.1–0.5 × the safety margin within the assumption and by 2 × the margin to 2 × (ttl + transition) beyond it; steps add up over a run. Redis runs with glibc's malloc under it (Debian's jemalloc recurses into libfaketime at start). ZooKeeper expires sessions on the JVM's monotonic clock, so a step does not touch its grants. SQLite's clock is the machine's and is not stepped.\n")
+	p("- Server clock steps (S14) run the servers under libfaketime (internal/testserver's ServerClock): only the server's CLOCK_REALTIME moves, by 0.1–0.5 × the safety margin within the assumption and by 2 × the margin to 2 × (ttl + transition) beyond it; steps add up over a run. Redis runs with glibc's malloc under it (Debian's jemalloc recurses into libfaketime at start). ZooKeeper expires sessions on the JVM's monotonic clock, so a step does not touch its grants. SQLite's clock is the machine's and is not stepped.\n")
 	p("- Redis restarts that keep data: SAVE then SHUTDOWN NOSAVE and a start from the snapshot; the append-only file turned on (appendfsync everysec), kill -9 and a start from it; FLUSHALL. A plain restart of a Redis set-up comes back empty.\n")
 	p("- S7 (Redis failover with asynchronous replication) is documented, not injected: the set-ups have no replicas.\n")
 	p("- S8 (ZooKeeper session expiry) happens whenever a ZooKeeper holder is black-holed past its session timeout (ttl + transition here).\n")
@@ -159,6 +159,10 @@ func outcome(kind string) string {
 		return "survived: grants last longer on the server (a takeover comes later)"
 	case FaultClockFarForward:
 		return "beyond the assumption: overlaps possible; the fence judges the writes (the lease's step detector shortens deadlines once a reply shows the step)"
+	case FaultAbandon:
+		return "survived: the abandoned grant lapses on the store; the callback's late writes carry its old token (the fence)"
+	case FaultStopInside:
+		return "survived: Stop returns at once; the grant is released after the callback returns"
 	case FaultKillWaiter:
 		return "survived: its queue entry lapses; the next waiter is granted (I7 checks nothing is left behind)"
 	case FaultKillProc:
