@@ -384,9 +384,11 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 			}
 		}
 		if s.Clock != nil {
-			server = append(server, FaultClockForward, FaultClockBackward, FaultClockFarBackward)
-			if l.idx == 0 { // rare enough that its windows do not hide other lanes' faults
-				server = append(server, FaultClockFarForward)
+			server = append(server, FaultClockForward, FaultClockBackward)
+			if l.idx == 0 { // far steps from one lane: a far forward step's window
+				// hides other faults, a far backward step holds every
+				// live grant (and stalls the lane) for its size
+				server = append(server, FaultClockFarBackward, FaultClockFarForward)
 			}
 		}
 		if l.idx == 0 && s.Lanes > 1 && len(server) > 0 {
