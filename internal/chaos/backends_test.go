@@ -144,6 +144,11 @@ func TestCampaign(t *testing.T) {
 			for _, v := range res.Violations {
 				t.Error(v)
 			}
+			if len(res.Violations) > 0 { // the faults, to tell what a violation followed
+				for _, e := range res.Episodes {
+					t.Logf("episode %v–%v %s %s (held %v, step %v)", e.Start, e.Healed, e.Fault, e.Victim, e.Held, e.Step)
+				}
+			}
 			if res.Report.Holds < 2 || len(res.Episodes) == 0 {
 				t.Errorf("the campaign did not run: %d holds, %d episodes", res.Report.Holds, len(res.Episodes))
 			}
