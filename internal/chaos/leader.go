@@ -40,10 +40,10 @@ func (st *leaderState) init() {
 	st.stuckNow = make(chan struct{}, 1)
 }
 
-// RunLeader is Run through a Contender: while it leads, its callback
-// increments the registers once per Think, until leadership ends; after a
-// Stop (by the nemesis or by the callback itself) it contends again with a
-// new Contender, until ctx ends.
+// RunLeader is Run through a Contender: when it leads, its callback
+// increments the registers once (after Think) and returns; RunLeader then
+// stops the Contender (or the nemesis or the callback itself did) and
+// contends again with a new one, until ctx ends.
 func (w *Worker) RunLeader(ctx context.Context) {
 	st := &w.leader
 	for ctx.Err() == nil {
@@ -97,7 +97,10 @@ func (w *Worker) lead(lctx context.Context, l *lease.Lease, c *lease.Contender, 
 		<-told
 	}()
 	tok := l.Token()
-	for lctx.Err() == nil {
+	// One increment per term, as Run's workers do, then a graceful Stop
+	// by RunLeader and a new Contender: the mutex changes hands.
+	defer w.signalAgain()
+	for range 1 {
 		fv, ferr := w.Fenced.Read(w.Name, tok)
 		uv, _ := w.Unfenced.Read(w.Name, tok)
 		t := time.NewTimer(w.Think)
