@@ -436,9 +436,13 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 			}
 			l.h.Stopped(victim.name, ep.Start, math.MaxInt64)
 		case FaultPauseServer:
-			_ = s.Server.Pause()
+			if err := s.Server.Pause(); err != nil {
+				l.errs = append(l.errs, violation("setup", "pause the server: %v", err))
+			}
 		case FaultRestartSrv:
-			_ = s.Server.Restart()
+			if err := s.Server.Restart(); err != nil {
+				l.errs = append(l.errs, violation("setup", "restart the server: %v", err))
+			}
 		case FaultKillPush:
 			if err := s.KillPush(); err != nil {
 				l.errs = append(l.errs, violation("setup", "kill push: %v", err))
@@ -476,7 +480,9 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 				}
 			}
 		case FaultPauseServer:
-			_ = s.Server.Resume()
+			if err := s.Server.Resume(); err != nil {
+				l.errs = append(l.errs, violation("setup", "resume the server: %v", err))
+			}
 		}
 		ep.Healed = l.h.Now()
 		l.episodes = append(l.episodes, ep)
