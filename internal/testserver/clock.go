@@ -126,8 +126,17 @@ func (c *ServerClock) write(off time.Duration) error {
 // every call (for a JVM, which reads the clock so often that reading the
 // file each time slows its start tenfold): a step then takes effect
 // within a second.
-func (c *ServerClock) env(glibcMalloc, cached bool) []string {
+//
+// PostgreSQL 15's postmaster is single-threaded and does its work, clock
+// reads included, in signal handlers: under libfaketimeMT, whose calls
+// take a mutex, a SIGCHLD that lands inside a clock call can deadlock it
+// (the likely cause of new connections hanging at start-up in loaded
+// campaigns). It gets the single-threaded libfaketime.so.1 (st).
+func (c *ServerClock) env(glibcMalloc, cached, st bool) []string {
 	preload := c.lib
+	if st {
+		preload = filepath.Join(filepath.Dir(c.lib), "libfaketime.so.1")
+	}
 	if glibcMalloc {
 		m := filepath.Join(filepath.Dir(filepath.Dir(c.lib)), "libc_malloc_debug.so.0")
 		if _, err := os.Stat(m); err == nil {
@@ -171,9 +180,9 @@ func ZooKeeperServerClock(c *ServerClock) ZooKeeperOption {
 }
 
 // clockEnv is the environment of a server under c (nil when c is nil).
-func clockEnv(c *ServerClock, glibcMalloc, cached bool) []string {
+func clockEnv(c *ServerClock, glibcMalloc, cached, st bool) []string {
 	if c == nil {
 		return nil
 	}
-	return c.env(glibcMalloc, cached)
+	return c.env(glibcMalloc, cached, st)
 }

@@ -62,7 +62,7 @@ func PrivateMySQLWith(t testing.TB, opts ...ServerOption) *SQLServer {
 		o(&cfg)
 	}
 	begin := time.Now()
-	g, err := startMariaDB(clockEnv(cfg.clock, false, false))
+	g, err := startMariaDB(clockEnv(cfg.clock, false, false, false))
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)

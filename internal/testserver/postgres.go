@@ -66,7 +66,7 @@ func PrivatePostgresWith(t testing.TB, opts ...ServerOption) *SQLServer {
 		o(&cfg)
 	}
 	begin := time.Now()
-	g, err := startPostgres(clockEnv(cfg.clock, false, false))
+	g, err := startPostgres(clockEnv(cfg.clock, false, false, true))
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)

@@ -113,7 +113,7 @@ func PrivateRedis(t testing.TB, opts ...RedisOption) *RedisServer {
 		o(&cfg)
 	}
 	begin := time.Now()
-	g, err := startRedisEnv(clockEnv(cfg.clock, true, false), cfg.args...)
+	g, err := startRedisEnv(clockEnv(cfg.clock, true, false, false), cfg.args...)
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)

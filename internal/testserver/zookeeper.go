@@ -185,7 +185,7 @@ func startZooKeeper(settings zkSettings) (*group, error) {
 			return fmt.Errorf("testserver: %w", err)
 		}
 		p := zkProcess(java, classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", dir, cfg, port, zkServing)
-		p.spec.env = clockEnv(settings.clock, false, true)
+		p.spec.env = clockEnv(settings.clock, false, true, false)
 		g.procs = []*Process{p}
 		return p.Start()
 	})
