@@ -339,7 +339,8 @@ func (l *lane) stop() {
 func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 	s := l.s
 	span := s.TTL + s.Transition
-	first := 0 // the next of s.First to draw
+	first := 0                // the next of s.First to draw
+	drawn := map[string]int{} // episodes per fault kind
 	for sleep(ctx, episodeSettleTime+time.Duration(rng.Int64N(int64(span)))) {
 		victim := l.members[rng.IntN(len(l.members))]
 		if holder := l.h.Holder(l.mutex); holder != "" && rng.IntN(4) > 0 {
@@ -395,11 +396,23 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 			kinds = nil
 		}
 		kinds = append(kinds, server...)
-		kind := kinds[rng.IntN(len(kinds))]
+		// The least drawn of the kinds that apply (ties at random): every
+		// kind is drawn about as often, however few apply at a time.
+		least := kinds[:0:0]
+		for _, k := range kinds {
+			switch {
+			case len(least) == 0 || drawn[k] < drawn[least[0]]:
+				least = append(least[:0], k)
+			case drawn[k] == drawn[least[0]]:
+				least = append(least, k)
+			}
+		}
+		kind := least[rng.IntN(len(least))]
 		if l.idx == 0 && first < len(s.First) {
 			kind = s.First[first]
 			first++
 		}
+		drawn[kind]++
 		last := time.Duration(rng.Int64N(int64(2 * span)))
 		ep := Episode{Fault: kind, Victim: victim.name, Start: l.h.Now(), Takeover: -1, mutex: l.mutex}
 		ep.Held = l.h.Holder(l.mutex) == ep.Victim

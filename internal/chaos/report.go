@@ -111,7 +111,7 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 		}
 	}
 	p("\n\n## What the nemesis does, and what it does not\n\n")
-	p("Each episode: wait 0.5 s + up to ttl + transition, pick a contender (the holder three times in four), draw a fault that applies to it, keep it for up to 2 × (ttl + transition), heal, record. ")
+	p("Each episode: wait 0.5 s + up to ttl + transition, pick a contender (the holder three times in four), draw the fault drawn least so far among those that apply to it (ties at random; with several lanes, lane 0 draws only server faults), keep it for up to 2 × (ttl + transition), heal, record. ")
 	p("Network faults go through a TCP proxy per client (per node for Redis Cluster and the ZooKeeper ensemble); SQLite, which has no network, hangs the in-process client's calls instead. ")
 	p("I5 is checked after every black hole, reset or SIGSTOP of a holder that outlasts ttl + transition + 2 s, and after every kill -9 of a holder: another contender must hold within that bound of the fault's start. ")
 	p("I7 is checked per lane after everyone closed: the mutex is free within ttl + transition + 2 s; the test process is checked for leaked goroutines.\n\n")
