@@ -79,7 +79,10 @@ bench-sql:
 # chaos.zookeeper in integration/chaos). CHAOS_FOR per backend, CHAOS_LANES
 # independent mutexes per backend (each with its own contenders and
 # nemesis), CHAOS_SEED for the nemeses. The default, 30 min with 3 lanes,
-# gives each set-up about 1,100 fault episodes.
+# gives each set-up about 1,100 fault episodes. Servers run under
+# libfaketime (package faketime) so the nemesis can step their clocks;
+# make test's short run draws a Redis restart from a snapshot and a clock
+# step on Redis, and a clock step and a restart on PostgreSQL, first.
 # CHAOS_ONLY (a regular expression of set-up names) runs some set-ups
 # alone, CHAOS_REPORT names the report.
 CHAOS_FOR    ?= 30m

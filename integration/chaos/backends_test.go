@@ -79,11 +79,31 @@ func TestCampaign(t *testing.T) {
 		setup func(t *testing.T) Setup
 	}
 	backends := []backend{
-		{"postgres", func(t *testing.T) Setup { return sqlSetup(t, "postgres", testserver.PrivatePostgres(t)) }},
-		{"mysql", func(t *testing.T) Setup { return sqlSetup(t, "mysql", testserver.PrivateMySQL(t)) }},
+		{"postgres", func(t *testing.T) Setup {
+			clk := testserver.NewServerClock(t)
+			s := sqlSetup(t, "postgres", testserver.PrivatePostgresWith(t, testserver.WithServerClock(clk)))
+			s.Clock, s.First = clk, []string{FaultClockForward, FaultRestartSrv}
+			return s
+		}},
+		{"mysql", func(t *testing.T) Setup {
+			clk := testserver.NewServerClock(t)
+			s := sqlSetup(t, "mysql", testserver.PrivateMySQLWith(t, testserver.WithServerClock(clk)))
+			s.Clock = clk
+			return s
+		}},
 		{"sqlite", sqliteSetup},
 		{"redis", redisSetup},
-		{"zookeeper", zkSetup},
+		{"zookeeper", func(t *testing.T) Setup {
+			clk := testserver.NewServerClock(t)
+			s := zkSetup(t, "zookeeper", testserver.ZooKeeperServerClock(clk))
+			s.Clock = clk
+			return s
+		}},
+		// The server grants sessions shorter than the clients ask
+		// (maxSessionTimeout 2 s, sessions asked for 3 s).
+		{"zookeeper-capped", func(t *testing.T) Setup {
+			return zkSetup(t, "zookeeper-capped", testserver.WithMaxSessionTimeout(realTTL))
+		}},
 		{"redis-cluster", clusterSetup},
 		{"zookeeper-ensemble", ensembleSetup},
 	}
@@ -105,8 +125,29 @@ func TestCampaign(t *testing.T) {
 			}
 			t.Logf("%s: %d episodes %v; %d holds (%d lost), margin after a loss %v; fenced %+v; unfenced %+v",
 				b.name, len(res.Episodes), kinds, res.Report.Holds, res.Report.Lost, res.Report.LostMargin, res.Fenced, res.Unfenced)
+			far, overlapped := 0, 0
+			for _, e := range res.Episodes {
+				if e.Beyond {
+					far++
+					if e.Overlaps > 0 {
+						overlapped++
+					}
+				}
+			}
+			if far > 0 {
+				t.Logf("%s: %d faults beyond the assumptions, %d followed by overlapping holds (%d overlaps; the fence judged their writes)",
+					b.name, far, overlapped, len(res.Beyond))
+			}
+			for _, v := range res.Beyond {
+				t.Logf("beyond the assumptions: %v", v)
+			}
 			for _, v := range res.Violations {
 				t.Error(v)
+			}
+			if len(res.Violations) > 0 { // the faults, to tell what a violation followed
+				for _, e := range res.Episodes {
+					t.Logf("episode %v–%v %s %s (held %v, step %v)", e.Start, e.Healed, e.Fault, e.Victim, e.Held, e.Step)
+				}
 			}
 			if res.Report.Holds < 2 || len(res.Episodes) == 0 {
 				t.Errorf("the campaign did not run: %d holds, %d episodes", res.Report.Holds, len(res.Episodes))
@@ -191,9 +232,19 @@ func sqliteSetup(t *testing.T) Setup {
 }
 
 func redisSetup(t *testing.T) Setup {
-	srv := testserver.PrivateRedis(t)
+	clk := testserver.NewServerClock(t)
+	srv := testserver.PrivateRedis(t, testserver.RedisServerClock(clk))
 	return Setup{
-		Name: "redis",
+		Extra: []ServerFault{
+			{FaultRedisSnapshot, func(ctx context.Context, _ time.Duration) error { return srv.RestartFromSnapshot(ctx) }},
+			{FaultRedisAOF, func(ctx context.Context, last time.Duration) error { return srv.CrashWithAOF(ctx, last) }},
+			{FaultFlushAll, func(ctx context.Context, _ time.Duration) error { return flushAll(ctx, srv.Addr()) }},
+		},
+		Clock: clk,
+		// A short campaign (make test) restarts from a snapshot and steps
+		// the clock at least once.
+		First: []string{FaultRedisSnapshot, FaultClockForward},
+		Name:  "redis",
 		Client: func() (lease.Store, Faulter, []lease.Option) {
 			p := proxyTo(t, srv.Addr())
 			c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
@@ -214,11 +265,11 @@ func redisSetup(t *testing.T) Setup {
 	}
 }
 
-func zkSetup(t *testing.T) Setup {
-	srv := testserver.PrivateZooKeeper(t)
+func zkSetup(t *testing.T, name string, opts ...testserver.ZooKeeperOption) Setup {
+	srv := testserver.PrivateZooKeeper(t, opts...)
 	const session = realTTL + realTr
 	return Setup{
-		Name: "zookeeper",
+		Name: name,
 		Client: func() (lease.Store, Faulter, []lease.Option) {
 			p := proxyTo(t, srv.Addr())
 			conn := zkConnect(t, []string{p.Addr()}, session)
@@ -350,6 +401,13 @@ func clusterSetup(t *testing.T) Setup {
 			}
 			return errors.Join(errs...)
 		},
+		Extra: []ServerFault{{FaultFlushAll, func(ctx context.Context, _ time.Duration) error {
+			var errs []error
+			for _, a := range cl.Addrs() {
+				errs = append(errs, flushAll(ctx, a))
+			}
+			return errors.Join(errs...)
+		}}},
 		TTL: realTTL, Transition: realTr,
 	}
 }
@@ -401,4 +459,11 @@ func (l *leaderNode) Resume() error {
 	err := l.paused.Resume()
 	l.paused = nil
 	return err
+}
+
+// flushAll runs FLUSHALL on the server at addr.
+func flushAll(ctx context.Context, addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	return c.FlushAll(ctx).Err()
 }

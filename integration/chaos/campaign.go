@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -37,6 +38,21 @@ type Server interface {
 	Restart() error
 }
 
+// ServerFault is a fault of a set-up's server beyond a pause and a
+// restart (a Redis restart from a snapshot, a crash with an append-only
+// file, a FLUSHALL). Inject does it and returns when it is over; last is
+// how long the nemesis drew for it, for faults that can use it.
+type ServerFault struct {
+	Kind   string
+	Inject func(ctx context.Context, last time.Duration) error
+}
+
+// Stepper steps the wall clock of a set-up's servers
+// (integration/testserver's ServerClock).
+type Stepper interface {
+	Step(d time.Duration) error
+}
+
 // Setup is one backend of a campaign.
 type Setup struct {
 	Name string
@@ -66,21 +82,51 @@ type Setup struct {
 	// contenders, registers and nemesis (default 1). Only lane 0's nemesis
 	// pauses or restarts the server; the other lanes live through it.
 	Lanes int
+	// Extra are more server faults, drawn by lane 0's nemesis.
+	Extra []ServerFault
+	// Clock, when not nil, steps the servers' wall clock: lane 0's
+	// nemesis draws steps forward and backward, smaller and larger than
+	// Margin, the contenders' safety margin (see [ClockStep]).
+	Clock  Stepper
+	Margin time.Duration
+	// First are fault kinds that lane 0's nemesis draws first, in this
+	// order, before it draws at random: a short campaign includes them.
+	First []string
 }
 
 // Fault kinds of the nemesis (RELIABILITY.md's scenarios).
 const (
-	FaultBlackhole    = "blackhole a holder (S4)"
-	FaultCut          = "reset a holder's connection (S4)"
-	FaultDelay        = "slow a holder's calls to ttl/2 (S10)"
-	FaultDropReplies  = "drop replies after the server applied (S9)"
-	FaultPauseHolder  = "pause a holder mid-update (S1)"
-	FaultStopProc     = "SIGSTOP a holder process (S1)"
-	FaultKillProc     = "kill -9 a holder process (S2)"
-	FaultPauseServer  = "pause the server (S3)"
-	FaultRestartSrv   = "restart the server (S3)"
-	FaultKillPush     = "kill the notification connections (S6)"
-	episodeSettleTime = 500 * time.Millisecond
+	FaultBlackhole   = "blackhole a holder (S4)"
+	FaultCut         = "reset a holder's connection (S4)"
+	FaultDelay       = "slow a holder's calls to ttl/2 (S10)"
+	FaultDropReplies = "drop replies after the server applied (S9)"
+	FaultPauseHolder = "pause a holder mid-update (S1)"
+	// Contender behaviours (of the lane's first in-process worker, which
+	// runs as a Contender).
+	FaultAbandon    = "Contender.Stop whose context ends before the callback returns (S16)"
+	FaultStopInside = "Contender.Stop from inside its callback (S16)"
+	FaultStopProc   = "SIGSTOP a holder process (S1)"
+	FaultKillProc   = "kill -9 a holder process (S2)"
+	// FaultKillWaiter is FaultKillProc drawn on a process that does not
+	// hold: it waits, queued in the store (at the head of the queue when
+	// it was next in line).
+	FaultKillWaiter  = "kill -9 a waiting process (S2)"
+	FaultPauseServer = "pause the server (S3)"
+	FaultRestartSrv  = "restart the server (S3)"
+	FaultKillPush    = "kill the notification connections (S6)"
+	// Redis restarts that keep data, and a flush (S13).
+	FaultRedisSnapshot = "SAVE, SHUTDOWN NOSAVE, restart from the RDB (S13)"
+	FaultRedisAOF      = "appendfsync everysec, kill -9, restart from the AOF (S13)"
+	FaultFlushAll      = "FLUSHALL (S13)"
+	// Steps of the servers' wall clock (S14): within the documented
+	// assumption (smaller than the safety margin, or backward) and beyond
+	// it (forward by more than the margin: a live grant loses more than
+	// the margin holds in reserve).
+	FaultClockForward     = "server clock steps forward < margin (S14)"
+	FaultClockBackward    = "server clock steps backward < margin (S14)"
+	FaultClockFarBackward = "server clock steps backward > margin (S14)"
+	FaultClockFarForward  = "server clock steps forward > margin, beyond the assumption (S14)"
+	episodeSettleTime     = 500 * time.Millisecond
 )
 
 // Episode is one injected fault and what followed it.
@@ -94,7 +140,17 @@ type Episode struct {
 	// long after Healed the next lease was acquired (-1 when none was by
 	// the end of the run).
 	Start, Healed, Takeover time.Duration
-	mutex                   string
+	// Step is how far a clock-step fault moved the servers' clock.
+	Step time.Duration
+	// Beyond is true for a fault outside the documented assumptions (a
+	// forward clock step larger than the safety margin); Overlaps counts
+	// the holds that overlapped another (I6) within ttl + transition + 2 s
+	// of its start, which are reported with it instead of as violations.
+	// (Whether a server clock-step detector in the lease caught it first
+	// can be judged from its "clock_step" events in the same window.)
+	Beyond   bool
+	Overlaps int
+	mutex    string
 }
 
 // Result is what a campaign on one setup produced.
@@ -110,6 +166,11 @@ type Result struct {
 	// Violations are every invariant breach: the holds', the fenced
 	// registers', takeovers past the I5 bound, and orphans (I7).
 	Violations []Violation
+	// Beyond are the overlaps of holds (I6) that followed a fault beyond
+	// the documented assumptions (see Episode.Beyond): not violations of
+	// a guarantee; the fenced register (I2, in Violations) still judges
+	// the writes.
+	Beyond []Violation
 }
 
 // member is one contender of a lane: an in-process worker or a process.
@@ -126,6 +187,7 @@ type member struct {
 // settle, again and again. seed seeds the nemeses' choices.
 func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	s.Workers, s.Lanes = cmp.Or(s.Workers, 3), cmp.Or(s.Lanes, 1)
+	s.Margin = cmp.Or(s.Margin, max(s.Transition/2, s.TTL/10)) // the lease's default
 	if s.Spawn == nil {
 		s.Procs = 0
 	} else {
@@ -160,6 +222,7 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 		wg.Go(func() { l.nemesis(ctx, rand.New(rand.NewPCG(seed, uint64(len(s.Name)*100+i)))) })
 	}
 	wg.Wait()
+	end := h.Now() // the contenders stop acquiring now
 	for _, l := range lanes {
 		l.stop()
 	}
@@ -176,8 +239,10 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 		res.Episodes = append(res.Episodes, l.episodes...)
 	}
 	res.Episodes = takeovers(res.Episodes, h.Holds())
-	res.Violations = append(res.Violations, res.Report.Violations...)
-	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span, h.Now())...)
+	var hv []Violation
+	hv, res.Beyond = beyond(res.Episodes, res.Report.Violations, span+2*time.Second)
+	res.Violations = append(res.Violations, hv...)
+	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span, end)...)
 	return res
 }
 
@@ -211,10 +276,15 @@ func newLane(ctx context.Context, s Setup, idx int, h *History, dir string, star
 			return nil, err
 		}
 		w := &Worker{Name: name, Manager: m, Mutex: l.mutex, Fenced: l.fenced, Unfenced: l.unfenced,
-			History: h, Think: s.TTL}
+			History: h, Think: s.TTL, Lead: i == 0 && s.Workers > 1}
 		l.members = append(l.members, member{name: name, w: w, f: f})
+		w.leader.init()
 		l.wg.Go(func() {
-			w.Run(ctx)
+			if w.Lead {
+				w.RunLeader(ctx)
+			} else {
+				w.Run(ctx)
+			}
 			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 			m.Close(cctx)
 			ccancel()
@@ -269,6 +339,8 @@ func (l *lane) stop() {
 func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 	s := l.s
 	span := s.TTL + s.Transition
+	first := 0                // the next of s.First to draw
+	drawn := map[string]int{} // episodes per fault kind
 	for sleep(ctx, episodeSettleTime+time.Duration(rng.Int64N(int64(span)))) {
 		victim := l.members[rng.IntN(len(l.members))]
 		if holder := l.h.Holder(l.mutex); holder != "" && rng.IntN(4) > 0 {
@@ -287,21 +359,67 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 		}
 		if victim.w != nil {
 			kinds = append(kinds, FaultPauseHolder)
+			if victim.w.Lead {
+				kinds = append(kinds, FaultAbandon, FaultStopInside)
+			}
 		} else {
 			kinds = append(kinds, FaultStopProc, FaultKillProc)
 		}
+		// Lane 0 alone faults the server (one server fault at a time);
+		// with more lanes it draws nothing else, so that each server
+		// fault kind is drawn often (the other lanes fault contenders).
+		// Clock steps add up, so every lane draws those within the
+		// assumption.
+		var server []string
 		if l.idx == 0 && s.Server != nil {
-			kinds = append(kinds, FaultPauseServer, FaultRestartSrv)
+			server = append(server, FaultPauseServer, FaultRestartSrv)
 		}
 		if l.idx == 0 && s.KillPush != nil {
-			kinds = append(kinds, FaultKillPush)
+			server = append(server, FaultKillPush)
 		}
-		kind := kinds[rng.IntN(len(kinds))]
+		extra := map[string]ServerFault{}
+		if l.idx == 0 {
+			for _, f := range s.Extra {
+				server = append(server, f.Kind)
+				extra[f.Kind] = f
+			}
+		}
+		if s.Clock != nil {
+			server = append(server, FaultClockForward, FaultClockBackward)
+			if l.idx == 0 { // far steps from one lane: a far forward step's window
+				// hides other faults, a far backward step holds every
+				// live grant (and stalls the lane) for its size
+				server = append(server, FaultClockFarBackward, FaultClockFarForward)
+			}
+		}
+		if l.idx == 0 && s.Lanes > 1 && len(server) > 0 {
+			kinds = nil
+		}
+		kinds = append(kinds, server...)
+		// The least drawn of the kinds that apply (ties at random): every
+		// kind is drawn about as often, however few apply at a time.
+		least := kinds[:0:0]
+		for _, k := range kinds {
+			switch {
+			case len(least) == 0 || drawn[k] < drawn[least[0]]:
+				least = append(least[:0], k)
+			case drawn[k] == drawn[least[0]]:
+				least = append(least, k)
+			}
+		}
+		kind := least[rng.IntN(len(least))]
+		if l.idx == 0 && first < len(s.First) {
+			kind = s.First[first]
+			first++
+		}
+		drawn[kind]++
 		last := time.Duration(rng.Int64N(int64(2 * span)))
 		ep := Episode{Fault: kind, Victim: victim.name, Start: l.h.Now(), Takeover: -1, mutex: l.mutex}
 		ep.Held = l.h.Holder(l.mutex) == ep.Victim
-		switch kind {
-		case FaultPauseServer, FaultRestartSrv, FaultKillPush:
+		if kind == FaultKillProc && !ep.Held {
+			ep.Fault = FaultKillWaiter
+		}
+		if isServerFault(kind) || kind == FaultKillPush {
 			ep.Victim, ep.Held = "", false
 		}
 		switch kind {
@@ -315,6 +433,12 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 			victim.f.(interface{ DropReplies() }).DropReplies()
 		case FaultPauseHolder:
 			victim.w.PauseNext(last)
+		case FaultAbandon:
+			if _, err := victim.w.Abandon(last); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				l.errs = append(l.errs, violation("setup", "abandon %s: %v", victim.name, err))
+			}
+		case FaultStopInside:
+			victim.w.StopInside()
 		case FaultStopProc:
 			if err := victim.p.signal(syscall.SIGSTOP); err != nil {
 				l.errs = append(l.errs, violation("setup", "SIGSTOP %s: %v", victim.name, err))
@@ -325,12 +449,29 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 			}
 			l.h.Stopped(victim.name, ep.Start, math.MaxInt64)
 		case FaultPauseServer:
-			_ = s.Server.Pause()
+			if err := s.Server.Pause(); err != nil {
+				l.errs = append(l.errs, violation("setup", "pause the server: %v", err))
+			}
 		case FaultRestartSrv:
-			_ = s.Server.Restart()
+			if err := s.Server.Restart(); err != nil {
+				l.errs = append(l.errs, violation("setup", "restart the server: %v", err))
+			}
 		case FaultKillPush:
 			if err := s.KillPush(); err != nil {
 				l.errs = append(l.errs, violation("setup", "kill push: %v", err))
+			}
+		case FaultClockForward, FaultClockBackward, FaultClockFarBackward, FaultClockFarForward:
+			ep.Step = ClockStep(kind, s.Margin, span, rng)
+			ep.Beyond = kind == FaultClockFarForward
+			if err := s.Clock.Step(ep.Step); err != nil {
+				l.errs = append(l.errs, violation("setup", "clock step %v: %v", ep.Step, err))
+			}
+		default:
+			if f, ok := extra[kind]; ok {
+				if err := f.Inject(ctx, last); err != nil && ctx.Err() == nil {
+					l.errs = append(l.errs, violation("setup", "%s: %v", kind, err))
+				}
+				last = 0 // over when Inject returns
 			}
 		}
 		sleep(ctx, last)
@@ -352,7 +493,9 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 				}
 			}
 		case FaultPauseServer:
-			_ = s.Server.Resume()
+			if err := s.Server.Resume(); err != nil {
+				l.errs = append(l.errs, violation("setup", "resume the server: %v", err))
+			}
 		}
 		ep.Healed = l.h.Now()
 		l.episodes = append(l.episodes, ep)
@@ -373,7 +516,7 @@ func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Dur
 	bound := span + 2*time.Second
 	var server [][2]time.Duration // server faults, each extended by a bound for recovery
 	for _, e := range eps {
-		if e.Fault == FaultPauseServer || e.Fault == FaultRestartSrv {
+		if isServerFault(e.Fault) {
 			server = append(server, [2]time.Duration{e.Start, e.Healed + bound})
 		}
 	}
@@ -416,6 +559,61 @@ func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Dur
 		}
 	}
 	return vs
+}
+
+// isServerFault reports whether a fault kind hits the server (and so
+// every contender): pauses, restarts, flushes and clock steps (a step
+// backward lengthens every live grant on the server).
+func isServerFault(kind string) bool {
+	switch kind {
+	case FaultPauseServer, FaultRestartSrv, FaultRedisSnapshot, FaultRedisAOF, FaultFlushAll,
+		FaultClockForward, FaultClockBackward, FaultClockFarBackward, FaultClockFarForward:
+		return true
+	}
+	return false
+}
+
+// ClockStep draws the step of a clock fault of kind for contenders with
+// the safety margin and ttl + transition span: within the assumption, a
+// tenth to a half of the margin (the rest absorbs the scheduling delays
+// a loaded machine adds); beyond it, twice the margin to twice the span.
+func ClockStep(kind string, margin, span time.Duration, rng *rand.Rand) time.Duration {
+	small := margin/10 + time.Duration(rng.Int64N(int64(margin*4/10)+1))
+	large := 2*margin + time.Duration(rng.Int64N(int64(2*span-2*margin)+1))
+	switch kind {
+	case FaultClockForward:
+		return small
+	case FaultClockBackward:
+		return -small
+	case FaultClockFarBackward:
+		return -large
+	default:
+		return large
+	}
+}
+
+// beyond moves the overlaps of holds (I6) that began within window of
+// the start of a fault beyond the assumptions out of vs, and counts them
+// on the episode; it returns the rest and the moved.
+func beyond(eps []Episode, vs []Violation, window time.Duration) (rest, moved []Violation) {
+	for _, v := range vs {
+		hit := false
+		if v.Invariant == "I6" && v.At >= 0 {
+			for i, e := range eps {
+				if e.Beyond && e.Start <= v.At && v.At <= e.Start+window {
+					eps[i].Overlaps++
+					hit = true
+					break
+				}
+			}
+		}
+		if hit {
+			moved = append(moved, v)
+		} else {
+			rest = append(rest, v)
+		}
+	}
+	return rest, moved
 }
 
 // takeovers fills in, for each episode, how long after its healing the

@@ -163,3 +163,47 @@ func promise(r lease.Record, c string, tr time.Duration) lease.Record {
 	}
 	return r
 }
+
+// TestClockStepSizes: steps within the assumption are smaller than the
+// safety margin, steps beyond it larger, each in its direction.
+func TestClockStepSizes(t *testing.T) {
+	const margin, span = 500 * time.Millisecond, 3 * time.Second
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		for kind, ok := range map[string]func(d time.Duration) bool{
+			FaultClockForward:     func(d time.Duration) bool { return d > 0 && d < margin },
+			FaultClockBackward:    func(d time.Duration) bool { return d < 0 && -d < margin },
+			FaultClockFarForward:  func(d time.Duration) bool { return d > margin && d <= 2*span },
+			FaultClockFarBackward: func(d time.Duration) bool { return d < -margin && -d <= 2*span },
+		} {
+			if d := ClockStep(kind, margin, span, rng); !ok(d) {
+				t.Fatalf("%s: step %v", kind, d)
+			}
+		}
+	}
+}
+
+// TestBeyondAssumptions: an overlap of holds within the window after a
+// fault beyond the assumptions is counted on that fault, not as a
+// violation; an overlap outside it, and a token or fence breach anywhere,
+// stays a violation.
+func TestBeyondAssumptions(t *testing.T) {
+	eps := []Episode{
+		{Fault: FaultClockFarForward, Beyond: true, Start: 10 * time.Second},
+		{Fault: FaultClockForward, Start: 30 * time.Second},
+	}
+	at := func(inv string, d time.Duration) Violation { v := violation(inv, "x"); v.At = d; return v }
+	vs := []Violation{
+		at("I6", 11*time.Second),      // after the far step: moved
+		at("I6", 31*time.Second),      // after a step within the margin: a violation
+		at("I1", 11*time.Second),      // tokens: always a violation
+		violation("I2", "lost write"), // the fence: always
+	}
+	rest, moved := beyond(eps, vs, 5*time.Second)
+	if len(moved) != 1 || moved[0].At != 11*time.Second || eps[0].Overlaps != 1 || eps[1].Overlaps != 0 {
+		t.Errorf("moved %v, overlaps %d, %d; want the first I6 on the far step", moved, eps[0].Overlaps, eps[1].Overlaps)
+	}
+	if len(rest) != 3 {
+		t.Errorf("violations left %v; want the other three", rest)
+	}
+}

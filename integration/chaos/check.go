@@ -113,8 +113,10 @@ func checkOverlap(mutex string, hs []Hold) (vs []Violation, margin, lostMargin t
 				}
 			}
 			if h.Acquired < end(prev) {
-				vs = append(vs, violation("I6", "%s: %s acquired token %d at %v while %s (token %d, acquired at %v) held until %s",
-					mutex, h.Client, h.Token, h.Acquired, prev.Client, prev.Token, prev.Acquired, doneString(prev.Done)))
+				v := violation("I6", "%s: %s acquired token %d at %v while %s (token %d, acquired at %v) held until %s",
+					mutex, h.Client, h.Token, h.Acquired, prev.Client, prev.Token, prev.Acquired, doneString(prev.Done))
+				v.At = h.Acquired
+				vs = append(vs, v)
 			}
 		}
 		if !h.Stopped && (last < 0 || end(h) > end(hs[last])) {

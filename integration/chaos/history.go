@@ -152,10 +152,13 @@ func (h *History) Holds() []Hold {
 type Violation struct {
 	Invariant string // "I1", "I2", ...
 	Detail    string
+	// At is when, on the run's clock, the breach happened (the second
+	// hold's acquisition of an overlap), or -1 when it has no one time.
+	At time.Duration
 }
 
 func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
 
 func violation(inv, format string, args ...any) Violation {
-	return Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)}
+	return Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...), At: -1}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,12 +44,14 @@ type proc struct {
 	f       Faulter
 	exited  chan struct{} // closed when the incarnation has exited
 	exitErr error         // its exit status, set before exited closes
+	spawned time.Time     // when the incarnation was started
 }
 
 // spawn starts the next incarnation.
 func (p *proc) spawn() error {
 	p.inc++
 	p.name = fmt.Sprintf("%s.%d", p.base, p.inc)
+	p.spawned = time.Now()
 	cmd, f := p.s.Spawn()
 	cmd.Env = append(cmd.Environ(),
 		envHub+"="+p.hub, envName+"="+p.name, envMutex+"="+p.mutex,
@@ -100,7 +103,10 @@ func (p *proc) terminate() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
-		if p.exitErr != nil && !p.killed() {
+		// An incarnation respawned just before the end may take SIGTERM
+		// before its handler is in place (the runtime's start-up).
+		young := time.Since(p.spawned) < 5*time.Second && strings.Contains(fmt.Sprint(p.exitErr), "signal: terminated")
+		if p.exitErr != nil && !p.killed() && !young {
 			return fmt.Errorf("exit: %w (log: %s)", p.exitErr, p.log)
 		}
 		return nil

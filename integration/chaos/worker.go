@@ -35,7 +35,11 @@ type Worker struct {
 	// fault that costs the lease finds the holder mid-update.
 	Think time.Duration
 
-	pause pauser
+	// Lead runs the worker through a Contender ([Worker.RunLeader]).
+	Lead bool
+
+	pause  pauser
+	leader leaderState
 }
 
 // Run loops until ctx ends and returns how many increments the fenced
@@ -66,6 +70,11 @@ func (w *Worker) Run(ctx context.Context) int {
 		if l.Held() {
 			// The holder stops believing before it lets go.
 			w.History.End(hd, w.History.Now(), false)
+		} else {
+			// Its deadline passed (Held says so from then on) before
+			// Done closed: a Release now ends it as released, not
+			// lost, so the loss is recorded here, at the deadline.
+			w.History.End(hd, w.History.Now()-max(0, time.Since(l.Deadline())), true)
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = l.Release(rctx)

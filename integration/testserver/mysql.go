@@ -35,7 +35,7 @@ func MySQL(t testing.TB) *SQLServer {
 			image: imageMySQL, port: "3306/tcp",
 			env:   map[string]string{"MYSQL_ALLOW_EMPTY_PASSWORD": "yes"},
 			ready: func(ctx context.Context, a string) error { return pingSQL(ctx, "mysql", myDSN(a, "")) },
-		}, startMariaDB, "PrivateMySQL")
+		}, func() (*group, error) { return startMariaDB(nil) }, "PrivateMySQL")
 		if err != nil {
 			return nil, err
 		}
@@ -51,8 +51,18 @@ func MySQL(t testing.TB) *SQLServer {
 // keeps its data across restarts.
 func PrivateMySQL(t testing.TB) *SQLServer {
 	t.Helper()
+	return PrivateMySQLWith(t)
+}
+
+// PrivateMySQLWith is [PrivateMySQL] with options (a [ServerClock]).
+func PrivateMySQLWith(t testing.TB, opts ...ServerOption) *SQLServer {
+	t.Helper()
+	var cfg serverConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	begin := time.Now()
-	g, err := startMariaDB()
+	g, err := startMariaDB(clockEnv(cfg.clock, false, false, false))
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)
@@ -116,7 +126,7 @@ func mariaDBBinaries() (server, install string, err error) {
 
 // startMariaDB installs a data directory in a new work directory and starts
 // MariaDB on a free port; root has no password on 127.0.0.1.
-func startMariaDB() (*group, error) {
+func startMariaDB(env []string) (*group, error) {
 	server, install, err := mariaDBBinaries()
 	if err != nil {
 		return nil, err
@@ -147,7 +157,7 @@ func startMariaDB() (*group, error) {
 		}
 		p := newProcess("mysql", a, procSpec{
 			path: server, args: args, dir: dir, logPath: filepath.Join(dir, "mysqld.log"),
-			uid: -1, gid: -1,
+			uid: -1, gid: -1, env: env,
 			ready: func(ctx context.Context) error { return pingSQL(ctx, "mysql", myDSN(a, "")) },
 		})
 		g.procs = []*Process{p}

@@ -39,7 +39,7 @@ func Postgres(t testing.TB) *SQLServer {
 			cmd: []string{"postgres", "-c", "fsync=off", "-c", "synchronous_commit=off",
 				"-c", "full_page_writes=off", "-c", "max_connections=300"},
 			ready: func(ctx context.Context, a string) error { return pingSQL(ctx, "pgx", pgURL(a, "postgres")) },
-		}, startPostgres, "PrivatePostgres")
+		}, func() (*group, error) { return startPostgres(nil) }, "PrivatePostgres")
 		if err != nil {
 			return nil, err
 		}
@@ -55,8 +55,18 @@ func Postgres(t testing.TB) *SQLServer {
 // it keeps its data across restarts.
 func PrivatePostgres(t testing.TB) *SQLServer {
 	t.Helper()
+	return PrivatePostgresWith(t)
+}
+
+// PrivatePostgresWith is [PrivatePostgres] with options (a [ServerClock]).
+func PrivatePostgresWith(t testing.TB, opts ...ServerOption) *SQLServer {
+	t.Helper()
+	var cfg serverConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	begin := time.Now()
-	g, err := startPostgres()
+	g, err := startPostgres(clockEnv(cfg.clock, false, false, true))
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)
@@ -130,7 +140,7 @@ func postgresBinDir() (string, error) {
 // startPostgres initialises a cluster in a new work directory and starts
 // it on a free port. PostgreSQL refuses to run as root: as root it runs as
 // the postgres system user.
-func startPostgres() (*group, error) {
+func startPostgres(env []string) (*group, error) {
 	bin, err := postgresBinDir()
 	if err != nil {
 		return nil, err
@@ -167,6 +177,7 @@ func startPostgres() (*group, error) {
 				"-c", "dynamic_shared_memory_type=mmap", "-c", "max_connections=300"},
 			dir: dir, logPath: filepath.Join(dir, "postgres.log"),
 			uid: uid, gid: gid, stopSig: syscall.SIGINT, // SIGINT: fast shutdown
+			env:   env,
 			ready: func(ctx context.Context) error { return pingSQL(ctx, "pgx", pgURL(a, "postgres")) },
 		})
 		g.procs = []*Process{p}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,7 @@ type procSpec struct {
 	logPath  string         // stdout and stderr, appended across restarts
 	uid, gid int            // run as this user when uid >= 0
 	stopSig  syscall.Signal // graceful stop; SIGTERM when zero
+	env      []string       // added to this process's environment
 	ready    func(ctx context.Context) error
 }
 
@@ -147,6 +149,32 @@ func (p *Process) Restart() error {
 	return p.start()
 }
 
+// restartWith stops the server with sig, after before (when not nil) ran
+// under the control lock, and starts it again with extra arguments after
+// its usual ones for this start only.
+func (p *Process) restartWith(sig syscall.Signal, before func() error, extra ...string) error {
+	if err := p.controllable(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state.Load() != running {
+		return fmt.Errorf("%w: %s (or paused)", ErrNotRunning, p)
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
+	}
+	if err := p.stop(sig); err != nil {
+		return err
+	}
+	args := p.spec.args
+	p.spec.args = append(slices.Clip(args), extra...)
+	defer func() { p.spec.args = args }()
+	return p.start()
+}
+
 // Pause freezes every process of the server (SIGSTOP): connections stay
 // open, requests get no answer. It does nothing when already paused.
 func (p *Process) Pause() error {
@@ -190,6 +218,9 @@ func (p *Process) start() error {
 	}
 	cmd := exec.Command(p.spec.path, p.spec.args...)
 	cmd.Dir = p.spec.dir
+	if len(p.spec.env) > 0 {
+		cmd.Env = append(os.Environ(), p.spec.env...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log // *os.File: no copying goroutines
 	cmd.SysProcAttr = sysProcAttr(p.spec.uid, p.spec.gid)
 	err = cmd.Start()

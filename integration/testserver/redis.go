@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +37,10 @@ func (s *RedisServer) Dir() string { return s.dir }
 // A RedisOption configures a server from [PrivateRedis].
 type RedisOption func(*redisConfig)
 
-type redisConfig struct{ args []string }
+type redisConfig struct {
+	args  []string
+	clock *ServerClock
+}
 
 // RedisAOF runs the server with an append-only file synced every second
 // (appendonly yes, appendfsync everysec), as many installations do; a
@@ -109,7 +113,7 @@ func PrivateRedis(t testing.TB, opts ...RedisOption) *RedisServer {
 		o(&cfg)
 	}
 	begin := time.Now()
-	g, err := startRedis(cfg.args...)
+	g, err := startRedisEnv(clockEnv(cfg.clock, true, false, false), cfg.args...)
 	need(t, err)
 	private(t, g)
 	logStart(t, "private "+g.procs[0].String(), begin)
@@ -130,7 +134,11 @@ func redisBinary() (string, error) {
 
 // startRedis starts one local redis-server on a free port, with extra
 // arguments.
-func startRedis(extra ...string) (*group, error) {
+func startRedis(extra ...string) (*group, error) { return startRedisEnv(nil, extra...) }
+
+// startRedisEnv starts one local redis-server on a free port, with env
+// added to its environment and extra arguments.
+func startRedisEnv(env []string, extra ...string) (*group, error) {
 	bin, err := redisBinary()
 	if err != nil {
 		return nil, err
@@ -146,6 +154,7 @@ func startRedis(extra ...string) (*group, error) {
 			return err
 		}
 		p := newRedisProcess(bin, dir, port, extra...)
+		p.spec.env = env
 		g.procs = []*Process{p}
 		return p.Start()
 	})
@@ -213,4 +222,74 @@ func deleteRedisKeys(t testing.TB, addrs []string, prefix string) {
 		}
 		_ = c.Close()
 	}
+}
+
+// RestartFromSnapshot restarts a server from [PrivateRedis] the way a
+// Redis with RDB persistence comes back from a crash: it writes a
+// snapshot (SAVE), stops without saving again (SHUTDOWN NOSAVE), so that
+// every write after the snapshot is lost, and starts again from the
+// snapshot. The snapshot is removed once loaded, so a later Restart comes
+// back empty again.
+func (s *RedisServer) RestartFromSnapshot(ctx context.Context) error {
+	if s.dir == "" {
+		return fmt.Errorf("%w: %s: not a PrivateRedis", ErrNotControllable, s.Process)
+	}
+	err := s.restartWith(syscall.SIGTERM, func() error {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+		defer c.Close()
+		if err := c.Save(ctx).Err(); err != nil {
+			return fmt.Errorf("testserver: %s: SAVE: %w", s.Process, err)
+		}
+		_ = c.ShutdownNoSave(ctx).Err() // the connection closes: no reply
+		return nil
+	})
+	_ = os.Remove(filepath.Join(s.dir, "dump.rdb"))
+	return err
+}
+
+// CrashWithAOF crashes a server from [PrivateRedis] that keeps an
+// append-only file: it turns the file on (appendonly yes, appendfsync
+// everysec) and waits until it holds the data set, lets the server serve
+// for during, kills it with SIGKILL (what the last second's fsync did not
+// reach the file is lost, as in a crash) and starts it again from the
+// file; then it turns the file off, so that a later Restart comes back
+// empty again.
+func (s *RedisServer) CrashWithAOF(ctx context.Context, during time.Duration) error {
+	if s.dir == "" {
+		return fmt.Errorf("%w: %s: not a PrivateRedis", ErrNotControllable, s.Process)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer c.Close()
+	if err := c.ConfigSet(ctx, "appendfsync", "everysec").Err(); err != nil {
+		return fmt.Errorf("testserver: %s: %w", s.Process, err)
+	}
+	if err := c.ConfigSet(ctx, "appendonly", "yes").Err(); err != nil {
+		return fmt.Errorf("testserver: %s: %w", s.Process, err)
+	}
+	for { // until the rewrite that starts the file is done
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return fmt.Errorf("testserver: %s: %w", s.Process, err)
+		}
+		if strings.Contains(info, "aof_enabled:1") && strings.Contains(info, "aof_rewrite_in_progress:0") &&
+			strings.Contains(info, "aof_rewrite_scheduled:0") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(during):
+	}
+	if err := s.restartWith(syscall.SIGKILL, nil, "--appendonly", "yes", "--appendfsync", "everysec"); err != nil {
+		return err
+	}
+	if err := c.ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
+		return fmt.Errorf("testserver: %s: %w", s.Process, err)
+	}
+	return nil
 }

@@ -134,3 +134,51 @@ func TestPrivateRedisPersistence(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisPersistenceRestarts: a restart from a snapshot and a crash with
+// an append-only file come back with the data (in a new server life: a new
+// run_id), and a plain Restart afterwards comes back empty.
+func TestRedisPersistenceRestarts(t *testing.T) {
+	t.Parallel()
+	srv := testserver.PrivateRedis(t)
+	c := redisClient(t, srv.Addr())
+	ctx := ctxTimeout(t, time.Minute)
+	runID := func() string {
+		t.Helper()
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, _ := strings.Cut(info, "run_id:")
+		id, _, _ := strings.Cut(rest, "\r\n")
+		return id
+	}
+	for _, r := range []struct {
+		name    string
+		restart func() error
+	}{
+		{"snapshot", func() error { return srv.RestartFromSnapshot(ctx) }},
+		{"aof", func() error { return srv.CrashWithAOF(ctx, 1500*time.Millisecond) }},
+	} {
+		key := srv.KeyPrefix() + r.name
+		if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before := runID()
+		if err := r.restart(); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		if runID() == before {
+			t.Errorf("%s: the server did not restart", r.name)
+		}
+		if got, err := c.Get(ctx, key).Result(); err != nil || got != "v" {
+			t.Errorf("%s: after the restart GET = %q, %v; want the value kept", r.name, got, err)
+		}
+		if err := srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+			t.Errorf("%s: a plain restart afterwards kept %d keys (%v); want none", r.name, n, err)
+		}
+	}
+}

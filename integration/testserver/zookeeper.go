@@ -81,6 +81,7 @@ type ZooKeeperOption func(*zkSettings)
 // zkSettings are the zoo.cfg values a test may change.
 type zkSettings struct {
 	maxSessionMs int
+	clock        *ServerClock
 }
 
 func defaultZKSettings() zkSettings { return zkSettings{maxSessionMs: zkMaxSessionMs} }
@@ -184,6 +185,7 @@ func startZooKeeper(settings zkSettings) (*group, error) {
 			return fmt.Errorf("testserver: %w", err)
 		}
 		p := zkProcess(java, classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", dir, cfg, port, zkServing)
+		p.spec.env = clockEnv(settings.clock, false, true, false)
 		g.procs = []*Process{p}
 		return p.Start()
 	})

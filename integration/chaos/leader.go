@@ -1,0 +1,185 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simba-go/simba/lease"
+)
+
+// Leader behaviours the nemesis asks of a worker that runs as a
+// [lease.Contender] ([Worker.RunLeader]).
+const (
+	// actAbandon: the leader's callback goes on working without watching
+	// its context for a while, and the nemesis stops the Contender with a
+	// context that ends first (Stop abandons the grant).
+	actAbandon = iota + 1
+	// actStopInside: the callback stops its own Contender.
+	actStopInside
+)
+
+// leaderState is what the nemesis needs of a worker's current Contender.
+type leaderState struct {
+	mu       sync.Mutex
+	c        *lease.Contender
+	leading  bool
+	act      atomic.Int32
+	stuck    atomic.Int64  // how long an abandoned callback works on, unaware
+	again    chan struct{} // a Stop ended the Contender: contend again
+	poke     chan struct{} // an act is asked for: the callback stops thinking
+	stuckNow chan struct{} // the callback took actAbandon
+}
+
+// init makes the channels; before RunLeader and the nemesis start.
+func (st *leaderState) init() {
+	st.again = make(chan struct{}, 1)
+	st.poke = make(chan struct{}, 1)
+	st.stuckNow = make(chan struct{}, 1)
+}
+
+// RunLeader is Run through a Contender: when it leads, its callback
+// increments the registers once (after Think) and returns; RunLeader then
+// stops the Contender (or the nemesis or the callback itself did) and
+// contends again with a new one, until ctx ends.
+func (w *Worker) RunLeader(ctx context.Context) {
+	st := &w.leader
+	for ctx.Err() == nil {
+		sent := w.History.Now()
+		var c *lease.Contender
+		ready := make(chan struct{})
+		c, err := w.Manager.Contend(w.Mutex, lease.Callbacks{OnAcquired: func(lctx context.Context, l *lease.Lease) {
+			<-ready
+			w.lead(lctx, l, c, sent)
+		}})
+		close(ready)
+		if err != nil {
+			if !sleep(ctx, 10*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		st.mu.Lock()
+		st.c = c
+		st.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-st.again:
+		}
+		st.mu.Lock()
+		st.c = nil
+		st.mu.Unlock()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = c.Stop(sctx) // idempotent; after an abandon it waits for the callback
+		cancel()
+	}
+}
+
+// lead is the leader's callback.
+func (w *Worker) lead(lctx context.Context, l *lease.Lease, c *lease.Contender, sent time.Duration) {
+	st := &w.leader
+	hd := w.History.Begin(w.Mutex, w.Name, l.Token(), sent, w.History.Now())
+	told := make(chan struct{})
+	go func() { // the holder is told when its context ends
+		defer close(told)
+		<-lctx.Done()
+		w.History.End(hd, w.History.Now(), errors.Is(l.Err(), lease.ErrLost))
+	}()
+	st.mu.Lock()
+	st.leading = true
+	st.mu.Unlock()
+	defer func() {
+		st.mu.Lock()
+		st.leading = false
+		st.mu.Unlock()
+		<-told
+	}()
+	tok := l.Token()
+	// One increment per term, as Run's workers do, then a graceful Stop
+	// by RunLeader and a new Contender: the mutex changes hands.
+	defer w.signalAgain()
+	for range 1 {
+		fv, ferr := w.Fenced.Read(w.Name, tok)
+		uv, _ := w.Unfenced.Read(w.Name, tok)
+		t := time.NewTimer(w.Think)
+		select {
+		case <-lctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-st.poke:
+			t.Stop()
+		}
+		switch st.act.Swap(0) {
+		case actStopInside:
+			_ = c.Stop(lctx) // returns at once from inside a callback
+			w.signalAgain()
+			return
+		case actAbandon:
+			st.stuckNow <- struct{}{}                  // buffered
+			time.Sleep(time.Duration(st.stuck.Load())) // unaware of its context
+		}
+		if d := w.pause.take(); d > 0 {
+			time.Sleep(d)
+		}
+		_ = w.Unfenced.Write(w.Name, tok, uv+1)
+		if ferr == nil {
+			_ = w.Fenced.Write(w.Name, tok, fv+1)
+		}
+	}
+}
+
+func (w *Worker) signalAgain() {
+	select {
+	case w.leader.again <- struct{}{}:
+	default:
+	}
+}
+
+// Abandon makes the worker's leader callback, if it leads, work on for d
+// without watching its context, and stops its Contender with a context
+// that ends long before (Stop abandons the grant). It reports whether
+// the worker led, and Stop's error.
+func (w *Worker) Abandon(d time.Duration) (bool, error) {
+	st := &w.leader
+	st.mu.Lock()
+	c, leading := st.c, st.leading
+	st.mu.Unlock()
+	if c == nil || !leading {
+		return false, nil
+	}
+	select { // a left-over from an Abandon that gave up
+	case <-st.stuckNow:
+	default:
+	}
+	st.stuck.Store(int64(d))
+	st.act.Store(actAbandon)
+	w.pokeLeader()
+	select {
+	case <-st.stuckNow: // the callback works on, unaware
+	case <-time.After(w.Think):
+		st.act.CompareAndSwap(actAbandon, 0)
+		return false, nil // it stopped leading meanwhile
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := c.Stop(ctx)
+	w.signalAgain()
+	return true, err
+}
+
+// StopInside makes the worker's leader callback stop its own Contender
+// at its next cycle.
+func (w *Worker) StopInside() {
+	w.leader.act.Store(actStopInside)
+	w.pokeLeader()
+}
+
+func (w *Worker) pokeLeader() {
+	select {
+	case w.leader.poke <- struct{}{}:
+	default:
+	}
+}
