@@ -27,7 +27,7 @@
 // [−200 ms, +1000 ms).
 //
 // Stores implement the small [Store] interface (plus the optional [Watcher],
-// [BatchRenewer] and [GrantLimiter]); package memstore is an in-process one
+// [BatchRenewer], [GrantLimiter] and [Lister]); package memstore is an in-process one
 // for tests, and package tck checks any store against the contract.
 //
 // # Observability
