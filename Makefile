@@ -18,9 +18,15 @@ SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 # engine answers), then every server store's TCK once more through
 # testcontainers (test-containers). The Docker engine and images are got in
 # the background while vet and sqlc compile (containers waits for them).
+# integration/zkstore runs without -race: go-zookeeper v1.0.4 (the newest)
+# reads and writes Conn.lastZxid unsynchronized after a reconnect with
+# live watches (upstream go-zookeeper/zk#35, open since 2020), which its
+# fault tests cause on purpose; zkstore's unit tests in the root module
+# still run with it.
 test: fmt-check servers containers-background vet generate-check footprint containers
 	SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m $(PKGS)
-	cd integration && SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m ./...
+	cd integration && SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/integration/zkstore$$')
+	cd integration && SIMBA_TEST_DOCKER=0 $(GO) test -count=1 -timeout 20m ./zkstore/
 	cd examples/otelprom && $(GO) test -race -count=1 ./...
 	@.ci/test-containers
 
