@@ -3,6 +3,7 @@ package tck
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -129,12 +130,26 @@ func (t *tap) renewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease
 	if err := t.pass(ctx); err != nil {
 		return fail(err)
 	}
-	var res []lease.RenewResult
+	// A cut-off call finishes in the background (run), after this
+	// function has returned: its results go through mu, and only a call
+	// that run waited for hands them on.
+	var (
+		mu  sync.Mutex
+		got []lease.RenewResult
+	)
 	_, err := t.run(ctx, func(ctx context.Context) (lease.Record, error) {
-		var err error
-		res, err = t.s.(lease.BatchRenewer).RenewMany(ctx, reqs)
+		r, err := t.s.(lease.BatchRenewer).RenewMany(ctx, reqs)
+		mu.Lock()
+		got = r
+		mu.Unlock()
 		return lease.Record{}, err
 	})
+	var res []lease.RenewResult
+	if err == nil {
+		mu.Lock()
+		res = got
+		mu.Unlock()
+	}
 	if werr := t.wait(ctx, opRenew); werr != nil {
 		return fail(werr)
 	}
@@ -148,7 +163,7 @@ func (t *tap) renewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease
 		for _, c := range calls {
 			t.done(c, lease.Record{}, err, true)
 		}
-		return res, err
+		return nil, err
 	}
 	for i, c := range calls {
 		t.done(c, res[i].Record, res[i].Err, true)
