@@ -57,16 +57,7 @@ func PrivateMySQL(t testing.TB) *SQLServer {
 // PrivateMySQLWith is [PrivateMySQL] with options (a [ServerClock]).
 func PrivateMySQLWith(t testing.TB, opts ...ServerOption) *SQLServer {
 	t.Helper()
-	var cfg serverConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	begin := time.Now()
-	g, err := startMariaDB(clockEnv(cfg.clock, false, false, false))
-	need(t, err)
-	private(t, g)
-	logStart(t, "private "+g.procs[0].String(), begin)
-	return myBackend(g.procs[0], false).newDatabase(t)
+	return privateSQL(t, opts, false, startMariaDB, myBackend)
 }
 
 // myDSN is the go-sql-driver DSN of database db as root without a password.

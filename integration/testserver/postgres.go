@@ -61,16 +61,9 @@ func PrivatePostgres(t testing.TB) *SQLServer {
 // PrivatePostgresWith is [PrivatePostgres] with options (a [ServerClock]).
 func PrivatePostgresWith(t testing.TB, opts ...ServerOption) *SQLServer {
 	t.Helper()
-	var cfg serverConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	begin := time.Now()
-	g, err := startPostgres(clockEnv(cfg.clock, false, false, true))
-	need(t, err)
-	private(t, g)
-	logStart(t, "private "+g.procs[0].String(), begin)
-	return pgBackend(g.procs[0], false).newDatabase(t)
+	// PostgreSQL's postmaster reads the clock in signal handlers: the
+	// single-threaded libfaketime (st), not libfaketimeMT.
+	return privateSQL(t, opts, true, startPostgres, pgBackend)
 }
 
 // pgURL is the pgx URL of database db on a server without a password.

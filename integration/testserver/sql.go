@@ -88,3 +88,21 @@ func pingSQL(ctx context.Context, driver, dsn string) error {
 	}
 	return nil
 }
+
+// privateSQL starts a SQL server for t alone with start, under the clock
+// of opts (st: the single-threaded libfaketime), stopped when t ends, and
+// returns a fresh database on it through backend.
+func privateSQL(t testing.TB, opts []ServerOption, st bool,
+	start func(env []string) (*group, error), backend func(*Process, bool) *sqlBackend) *SQLServer {
+	t.Helper()
+	var cfg serverConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	begin := time.Now()
+	g, err := start(clockEnv(cfg.clock, false, false, st))
+	need(t, err)
+	private(t, g)
+	logStart(t, "private "+g.procs[0].String(), begin)
+	return backend(g.procs[0], false).newDatabase(t)
+}
