@@ -71,7 +71,7 @@ func WithTransition(transition time.Duration) Option {
 // t_send + ttl + transition − margin, where t_send is when the last confirmed
 // acquire or renew was sent. The margin absorbs clock-rate differences
 // between client and server and the holder's scheduling delay. Default:
-// max(transition/2, ttl/10). It must be positive and leave at least half of
+// DefaultSafetyMargin(ttl, transition). It must be positive and leave at least half of
 // ttl + transition.
 func WithSafetyMargin(margin time.Duration) Option {
 	return func(c *config) error {
@@ -81,6 +81,12 @@ func WithSafetyMargin(margin time.Duration) Option {
 		c.safety = margin
 		return nil
 	}
+}
+
+// DefaultSafetyMargin is the safety margin a Manager uses when
+// WithSafetyMargin is not given: max(transition/2, ttl/10).
+func DefaultSafetyMargin(ttl, transition time.Duration) time.Duration {
+	return max(transition/2, ttl/10)
 }
 
 // WithCallTimeout bounds every single store call. Default ttl/4; it must
@@ -156,7 +162,7 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: ttl %v + transition %v overflows", ErrInvalidArgument, c.ttl, c.transition)
 	}
 	if c.safety == 0 {
-		c.safety = max(c.transition/2, c.ttl/10)
+		c.safety = DefaultSafetyMargin(c.ttl, c.transition)
 	}
 	if c.safety > (c.ttl+c.transition)/2 {
 		return c, fmt.Errorf("%w: safety margin %v exceeds half of ttl+transition (%v)",

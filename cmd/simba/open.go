@@ -58,7 +58,7 @@ func (b *backend) Close() {
 // safety is the margin before the store could grant a lost lease to someone
 // else: the lease package's default, set explicitly so that simba knows it.
 func (t timing) safety() time.Duration {
-	return max(t.transition/2, t.ttl/10)
+	return lease.DefaultSafetyMargin(t.ttl, t.transition)
 }
 
 // openMode says what a command needs of the store.
