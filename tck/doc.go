@@ -59,14 +59,15 @@
 //   - SlowStore, RevokedLease, RevokedLeader: replies that come late, and a
 //     grant ended behind its holder's back.
 //   - PartitionedHolder, PartitionedHolderRenewed, PartitionedLeader,
-//     PartitionedLeaderRenewed: a holder whose store calls hang (cut before
-//     its first renewal, or after one, so that the grant's end was set by
-//     a renewal; its hung calls ignoring or honouring their context, and
-//     before a renewal lasting a whole ttl, past the end of a grant asked
-//     without transition) is told of its loss before the store lets its
-//     grant go and before anyone else is granted the mutex, and the store
-//     keeps its grant at least until the holder's deadline (skipped
-//     without [Backend.Partitioned]).
+//     PartitionedLeaderRenewed: a holder whose store calls hang is told of
+//     its loss before the store lets its grant go and before anyone else
+//     is granted the mutex, and the store keeps its grant at least until
+//     the holder's deadline (skipped without [Backend.Partitioned]). The
+//     holder is cut before its first renewal, or after one, so that the
+//     grant's end was set by a renewal. Its hung calls ignore their
+//     context, or return when it ends; cut before a renewal, they return
+//     only after a whole ttl, past the end of its grant (asked without
+//     transition), so a holder that waits for one is told too late.
 //   - CloseReleases, NoGoroutineLeak: the Manager's lifecycle.
 //   - OddNames, OddIDs, InvalidNames: names and contender ids a store must
 //     keep apart, and names every call refuses.
