@@ -138,7 +138,7 @@
 //	  a store that limits its grants tells its holder no more than it surely keeps, at most its MaxGrant
 //	    - a session-bound store reports the grant asked, beyond its session: Transition, TakeoverAfterAbandon, PartitionedHolderRenewed, PartitionedLeaderRenewed
 //	  Get changes nothing
-//	    - Get extends the grant: Transition, TakeoverAfterAbandon
+//	    - Get extends the grant: Transition, TakeoverAfterAbandon, PartitionedHolder, PartitionedLeader
 //	  no two names, and no two contender ids, are confused
 //	    - names folded to lower case: OddNames, OddIDs
 //	    - names cut at 64 bytes: OddNames, OddIDs

@@ -92,7 +92,7 @@ var storeClauses = []clause{
 	}},
 	{"Get changes nothing", []mutant{
 		{name: "Get extends the grant", store: plant(getExtends),
-			killers: []string{"Transition", "TakeoverAfterAbandon"}},
+			killers: []string{"Transition", "TakeoverAfterAbandon", "PartitionedHolder", "PartitionedLeader"}},
 	}},
 	{"no two names, and no two contender ids, are confused", []mutant{
 		{name: "names folded to lower case", store: plant(caseFoldedNames),
