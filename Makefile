@@ -22,9 +22,12 @@ SQLC     := $(GO) tool -modfile=tools/go.mod sqlc
 # reads and writes Conn.lastZxid unsynchronized after a reconnect with
 # live watches (upstream go-zookeeper/zk#35, open since 2020), which its
 # fault tests cause on purpose; zkstore's unit tests in the root module
-# still run with it.
+# still run with it. The TCK's TestMutants writes what the suite
+# guarantees (every clause of the Store contract, the mistakes planted
+# against it and the cases that killed each) to SIMBA_TCK_REPORT, printed
+# once the root module passed (go test shows no log of a passing test).
 test: fmt-check servers containers-background vet generate-check footprint containers
-	SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	r=$$(mktemp) && trap 'rm -f "$$r"' EXIT && SIMBA_TEST_DOCKER=0 SIMBA_TCK_REPORT=$$r $(GO) test -race -count=1 -timeout 20m $(PKGS) && cat "$$r"
 	cd integration && SIMBA_TEST_DOCKER=0 $(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/integration/zkstore$$')
 	cd integration && SIMBA_TEST_DOCKER=0 $(GO) test -count=1 -timeout 20m ./zkstore/
 	cd examples/otelprom && $(GO) test -race -count=1 ./...

@@ -20,22 +20,41 @@ import (
 // would lie too late). Hung calls either ignore their context (as a client
 // that does not watch it) or return when it ends (as real clients do).
 // Meanwhile a prober reads the mutex from another client: no read answered
-// before the holder's deadline may find the grant gone.
+// before the holder's deadline may find the grant gone, and none may find
+// it gone while the holder's lease is still live.
+//
+// A holder whose hung calls return when their context ends, each after a
+// whole ttl (its call timeout), would learn of its loss late if it waited
+// for one: its first renewal, sent a third of the way to its deadline,
+// returns a ttl later, past the grant's end when the grant has little
+// transition. The cases cut before a renewal ask for a grant without
+// transition, with a safety margin of ttl/4: the deadline comes at 3/4
+// ttl, the grant ends on the server at ttl, and a deadline that waited for
+// the hung renewal (sent at ttl/4) would come at 5/4 ttl. The prober sees
+// the grant gone while such a holder still believes, on any store; a
+// correct holder is told ttl/4 before.
 
 // cutPlan says when a holder is cut off and how its hung calls behave.
 type cutPlan struct {
 	renewed bool // at the reply of the first renewal that succeeded, replies slowed first
 	honour  bool // hung calls return when their context ends
+	long    bool // a ttl of call timeout, no transition, ttl/4 margin: a hung call outlasts the grant
 }
 
 // holderTap returns the holder's tap and the options of its Manager.
 func (e *env) holderTap(plan cutPlan, name string) (*tap, []lease.Option) {
 	t := e.partitioned(plan.honour)
 	var opts []lease.Option
+	if plan.renewed || plan.long {
+		// The slow replies come within each call's context; a hung
+		// call lasts a ttl.
+		opts = append(opts, lease.WithCallTimeout(e.ttl))
+	}
 	if plan.renewed {
 		t.delay = e.slowReply()
-		// The slow replies come within each call's context.
-		opts = append(opts, lease.WithCallTimeout(e.ttl))
+	}
+	if plan.long {
+		opts = append(opts, lease.WithTransition(0), lease.WithSafetyMargin(e.ttl/4))
 	}
 	t.trigger = func(c *call, replied bool) bool { // runs under t.mu
 		if c.op != opRenew || c.mutex != name {
@@ -53,9 +72,9 @@ func (e *env) holderTap(plan cutPlan, name string) (*tap, []lease.Option) {
 	return t, opts
 }
 
-func casePartitionedHolder(e *env)        { partitionedHolder(e, cutPlan{honour: true}) }
+func casePartitionedHolder(e *env)        { partitionedHolder(e, cutPlan{honour: true, long: true}) }
 func casePartitionedHolderRenewed(e *env) { partitionedHolder(e, cutPlan{renewed: true}) }
-func casePartitionedLeader(e *env)        { partitionedLeader(e, cutPlan{}) }
+func casePartitionedLeader(e *env)        { partitionedLeader(e, cutPlan{honour: true, long: true}) }
 func casePartitionedLeaderRenewed(e *env) { partitionedLeader(e, cutPlan{renewed: true, honour: true}) }
 
 // partitionedHolder: a holder whose store calls hang is told of the loss
@@ -75,7 +94,7 @@ func partitionedHolder(e *env, plan cutPlan) {
 	la := e.acquire(a, name)
 	two := liveAtGrant(bt, b.ID(), name, la.Context)
 	wb := e.acquireAsync(e.ctx, b, name)
-	p := e.probe(raw, name)
+	p := e.probe(raw, name, la.Context())
 	cut := e.firstCut(at, e.takeover(), "the cut at the holder's first renewal")
 	e.lostBeforeCut(at, cut, la)
 
@@ -144,7 +163,7 @@ func partitionedLeader(e *env, plan cutPlan) {
 	aa := ra.next(e, e.takeover(), "OnAcquired of the first leader")
 	two := liveAtGrant(bt, b.ID(), name, func() context.Context { return aa.ctx })
 	cb, rb := e.contend(b, name)
-	p := e.probe(raw, name)
+	p := e.probe(raw, name, aa.l.Context())
 	cut := e.firstCut(at, e.takeover(), "the cut at the leader's first renewal")
 	e.lostBeforeCut(at, cut, aa.l)
 

@@ -59,11 +59,15 @@
 //   - SlowStore, RevokedLease, RevokedLeader: replies that come late, and a
 //     grant ended behind its holder's back.
 //   - PartitionedHolder, PartitionedHolderRenewed, PartitionedLeader,
-//     PartitionedLeaderRenewed: a holder whose store calls hang (cut before
-//     its first renewal, or after one; its hung calls ignoring or honouring
-//     their context) is told of its loss before anyone else is granted the
-//     mutex, and the store keeps its grant that long (skipped without
-//     [Backend.Partitioned]).
+//     PartitionedLeaderRenewed: a holder whose store calls hang is told of
+//     its loss before the store lets its grant go and before anyone else
+//     is granted the mutex, and the store keeps its grant at least until
+//     the holder's deadline (skipped without [Backend.Partitioned]). The
+//     holder is cut before its first renewal, or after one, so that the
+//     grant's end was set by a renewal. Its hung calls ignore their
+//     context, or return when it ends; cut before a renewal, they return
+//     only after a whole ttl, past the end of its grant (asked without
+//     transition), so a holder that waits for one is told too late.
 //   - CloseReleases, NoGoroutineLeak: the Manager's lifecycle.
 //   - OddNames, OddIDs, InvalidNames: names and contender ids a store must
 //     keep apart, and names every call refuses.
@@ -91,13 +95,18 @@
 //
 // # What the suite guarantees
 //
-// The suite's own tests plant mistakes, one at a time, in front of
-// memstore (store mistakes; the grant limit's in a store that emulates
+// Every clause of the Store contract ([lease.Store]) has at least one
+// planted mistake, and every mistake at least two cases that fail on it.
+// The suite's own tests plant the mistakes, one at a time, in front of
+// memstore (store mistakes, memstore-wrapping analogues of mistakes seen
+// in the real stores; the grant limit's in a store that emulates
 // ZooKeeper's sessions on memstore, which passes the suite without it)
 // and in copies of the lease package's sources (lease mistakes, compiled
 // with go test -overlay), and check that each case named below fails on
-// each. A store that passes the suite is free of
-// each listed mistake, as far as the named cases can see it:
+// each (TestMutants fails otherwise). The cases judge what any store
+// shows (records, tokens, the times calls were sent and answered), never
+// memstore's internals, so a store that passes the suite is free of each
+// listed mistake, as far as the named cases can see it:
 //
 //	The Store contract (lease/store.go); mistakes planted in front of memstore:
 //	  Acquire grants a free mutex
@@ -105,9 +114,9 @@
 //	  Acquire grants a held mutex only once its transition has ended
 //	    - takeover at the end of ttl, in the holder's transition: Transition, TakeoverAfterAbandon
 //	    - grants run for twice their transition: Transition, TakeoverAfterAbandon, Guard
-//	  Acquire by the holder extends its grant under the same token
+//	  Acquire by the holder of a live grant extends it under the same token
 //	    - the holder's Acquire mints a new token: Transition, TokensIncrease
-//	  tokens strictly increase, also after a mutex's state is deleted
+//	  a new grant's token is above every earlier grant's, across server restarts and deletions of the mutex's state
 //	    - the token counter is read, not incremented: Restart, TokensIncrease, TryAcquire, StaleRenewRelease, Transition
 //	    - tokens restart when a free mutex's state is reaped: Restart, TokensIncrease, TryAcquire, StaleRenewRelease, Transition
 //	  Renew extends only the live grant (contender and token) and never re-acquires
@@ -117,18 +126,19 @@
 //	  Renew runs the grant for ttl, then transition, from the server's now
 //	    - Renew extends by ttl only, yet reports ttl + transition: Transition, PartitionedHolderRenewed, PartitionedLeaderRenewed, Guard
 //	    - Renew answers success without extending the grant: Transition, PartitionedHolderRenewed, PartitionedLeaderRenewed
-//	  Release by the holder ends the grant at once and wakes a waiter; other Releases change nothing; every Release withdraws from the queue
+//	  Release by the holder (contender and token) ends the grant at once and wakes a waiter; any other Release leaves the grant alone
 //	    - Release answers success but leaves the grant: Start, TryAcquire, StaleRenewRelease
 //	    - Release by anyone frees the mutex: StaleRenewRelease, TakeoverAfterAbandon, OddIDs
 //	    - Release ignores the token: StaleRenewRelease, Transition
-//	    - a Release that ends no grant keeps its contender queued: TryAcquire, CancelWhileWaiting, FairHandoff
 //	    - no wake-up on release (no Watch): ReleaseWakesWaiter, CloseReleases
+//	  every Release withdraws its contender from the wait queue (token 0 does only that)
+//	    - a Release that ends no grant keeps its contender queued: TryAcquire, CancelWhileWaiting, FairHandoff
 //	  a store that claims a fair queue serves the longest waiter first
 //	    - the newest waiter is woken first: FairHandoff, ReleaseWakesWaiter
 //	  a store that limits its grants tells its holder no more than it surely keeps, at most its MaxGrant
-//	    - a session-bound store reports the grant asked, beyond its session: Transition, TakeoverAfterAbandon, PartitionedHolder, PartitionedHolderRenewed, PartitionedLeader, PartitionedLeaderRenewed
+//	    - a session-bound store reports the grant asked, beyond its session: Transition, TakeoverAfterAbandon, PartitionedHolderRenewed, PartitionedLeaderRenewed
 //	  Get changes nothing
-//	    - Get extends the grant: Transition, TakeoverAfterAbandon
+//	    - Get extends the grant: Transition, TakeoverAfterAbandon, PartitionedHolder, PartitionedLeader
 //	  no two names, and no two contender ids, are confused
 //	    - names folded to lower case: OddNames, OddIDs
 //	    - names cut at 64 bytes: OddNames, OddIDs
@@ -141,7 +151,7 @@
 //	  Stop releases only once the callbacks have returned
 //	    - Stop releases before the callbacks return: MultiContend, Schedule, CloseReleases
 //	  a lease ends at its deadline even while a store call hangs
-//	    - the deadline waits for a hung renewal: PartitionedHolderRenewed, PartitionedLeader
+//	    - the deadline waits for a hung renewal, also one that returns at its call timeout: PartitionedHolder, PartitionedLeader, PartitionedHolderRenewed
 //	  a deadline counts from when the confirming call was sent
 //	    - the deadline counts from the reply: SlowStore, PartitionedHolderRenewed, PartitionedLeaderRenewed
 //	  a renewal answered ErrNotHeld ends the lease at once
@@ -150,5 +160,7 @@
 //	    - the context ends once the store has released: ReleaseWakesWaiter, TryAcquire, CloseReleases
 //
 // The tck package's TestMutants prints this list with every case that
-// failed on each mistake (go test -v -run TestMutants ./tck).
+// failed on each mistake (go test -v -run TestMutants ./tck; make test
+// prints it too), and TestGuarantees keeps this table equal to the list
+// the mutants run from.
 package tck

@@ -44,11 +44,11 @@ var storeClauses = []clause{
 		{name: "grants run for twice their transition", store: plant(longTransition),
 			killers: []string{"Transition", "TakeoverAfterAbandon", "Guard"}},
 	}},
-	{"Acquire by the holder extends its grant under the same token", []mutant{
+	{"Acquire by the holder of a live grant extends it under the same token", []mutant{
 		{name: "the holder's Acquire mints a new token", store: plant(reacquireNewToken),
 			killers: []string{"Transition", "TokensIncrease"}},
 	}},
-	{"tokens strictly increase, also after a mutex's state is deleted", []mutant{
+	{"a new grant's token is above every earlier grant's, across server restarts and deletions of the mutex's state", []mutant{
 		{name: "the token counter is read, not incremented", store: plant(counterRead),
 			killers: []string{"Restart", "TokensIncrease", "TryAcquire", "StaleRenewRelease", "Transition"}},
 		{name: "tokens restart when a free mutex's state is reaped", store: plant(reapedCounter),
@@ -68,17 +68,19 @@ var storeClauses = []clause{
 		{name: "Renew answers success without extending the grant", store: plant(renewNoExtend),
 			killers: []string{"Transition", "PartitionedHolderRenewed", "PartitionedLeaderRenewed"}},
 	}},
-	{"Release by the holder ends the grant at once and wakes a waiter; other Releases change nothing; every Release withdraws from the queue", []mutant{
+	{"Release by the holder (contender and token) ends the grant at once and wakes a waiter; any other Release leaves the grant alone", []mutant{
 		{name: "Release answers success but leaves the grant", store: plant(releaseKeepsGrant),
 			killers: []string{"Start", "TryAcquire", "StaleRenewRelease"}},
 		{name: "Release by anyone frees the mutex", store: plant(releaseByAnyone),
 			killers: []string{"StaleRenewRelease", "TakeoverAfterAbandon", "OddIDs"}},
 		{name: "Release ignores the token", store: plant(releaseAnyToken),
 			killers: []string{"StaleRenewRelease", "Transition"}},
-		{name: "a Release that ends no grant keeps its contender queued", store: plant(releaseKeepsQueue),
-			killers: []string{"TryAcquire", "CancelWhileWaiting", "FairHandoff"}},
 		{name: "no wake-up on release (no Watch)", store: plant(noWakeUp),
 			killers: []string{"ReleaseWakesWaiter", "CloseReleases"}},
+	}},
+	{"every Release withdraws its contender from the wait queue (token 0 does only that)", []mutant{
+		{name: "a Release that ends no grant keeps its contender queued", store: plant(releaseKeepsQueue),
+			killers: []string{"TryAcquire", "CancelWhileWaiting", "FairHandoff"}},
 	}},
 	{"a store that claims a fair queue serves the longest waiter first", []mutant{
 		{name: "the newest waiter is woken first", store: plant(newestFirst),
@@ -86,11 +88,11 @@ var storeClauses = []clause{
 	}},
 	{"a store that limits its grants tells its holder no more than it surely keeps, at most its MaxGrant", []mutant{
 		{name: "a session-bound store reports the grant asked, beyond its session", open: sessionBackend(sessionLimit, true),
-			killers: []string{"Transition", "TakeoverAfterAbandon", "PartitionedHolder", "PartitionedHolderRenewed", "PartitionedLeader", "PartitionedLeaderRenewed"}},
+			killers: []string{"Transition", "TakeoverAfterAbandon", "PartitionedHolderRenewed", "PartitionedLeaderRenewed"}},
 	}},
 	{"Get changes nothing", []mutant{
 		{name: "Get extends the grant", store: plant(getExtends),
-			killers: []string{"Transition", "TakeoverAfterAbandon"}},
+			killers: []string{"Transition", "TakeoverAfterAbandon", "PartitionedHolder", "PartitionedLeader"}},
 	}},
 	{"no two names, and no two contender ids, are confused", []mutant{
 		{name: "names folded to lower case", store: plant(caseFoldedNames),
@@ -118,8 +120,8 @@ var leaseClauses = []clause{
 			killers: []string{"MultiContend", "Schedule", "CloseReleases"}},
 	}},
 	{"a lease ends at its deadline even while a store call hangs", []mutant{
-		{name: "the deadline waits for a hung renewal", patches: renewBlocksDeadline,
-			killers: []string{"PartitionedHolderRenewed", "PartitionedLeader"}},
+		{name: "the deadline waits for a hung renewal, also one that returns at its call timeout", patches: renewBlocksDeadline,
+			killers: []string{"PartitionedHolder", "PartitionedLeader", "PartitionedHolderRenewed"}},
 	}},
 	{"a deadline counts from when the confirming call was sent", []mutant{
 		{name: "the deadline counts from the reply", patches: deadlineFromReply,

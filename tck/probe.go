@@ -17,6 +17,7 @@ import (
 type probe struct {
 	sent, got time.Time
 	rec       lease.Record
+	live      bool // the holder's lease was live once the reply had come
 }
 
 // prober reads one mutex every interval from its own client until stopped.
@@ -28,9 +29,10 @@ type prober struct {
 	probes []probe
 }
 
-// probe starts reading name from s every ttl/40. Stop it before the case
-// ends.
-func (e *env) probe(s lease.Store, name string) *prober {
+// probe starts reading name from s every ttl/40, noting after each reply
+// whether holder (the context of the holder's lease) is still live. Stop
+// it before the case ends.
+func (e *env) probe(s lease.Store, name string, holder context.Context) *prober {
 	p := &prober{stop: make(chan struct{}), done: make(chan struct{})}
 	every := e.ttl / 40
 	go func() {
@@ -39,8 +41,10 @@ func (e *env) probe(s lease.Store, name string) *prober {
 			sent := time.Now()
 			rec, err := s.Get(e.ctx, name)
 			if err == nil {
+				got := time.Now()
+				live := holder.Err() == nil
 				p.mu.Lock()
-				p.probes = append(p.probes, probe{sent: sent, got: time.Now(), rec: rec})
+				p.probes = append(p.probes, probe{sent: sent, got: got, rec: rec, live: live})
 				p.mu.Unlock()
 			}
 			select {
@@ -65,7 +69,9 @@ func (p *prober) halt() []probe {
 }
 
 // checkOutlasts checks that the store kept holder's grant until at least
-// deadline: no probe answered before deadline saw another owner or a free
+// deadline, and that the holder was told of its loss before the store let
+// the grant go: no probe answered before deadline, or while the holder's
+// lease was still live after the reply, saw another owner or a free
 // mutex. The server's answer came before the reply reached the prober, so
 // such a probe proves the store could grant the mutex to someone else
 // while the holder still believed it held it.
@@ -75,6 +81,13 @@ func (e *env) checkOutlasts(probes []probe, holder string, deadline, cut time.Ti
 		if p.rec.Owner != holder && p.got.Before(deadline) {
 			e.t.Errorf("a Get answered %v after the cut saw owner %q (token %d, transition %v): the store let the holder's grant go before the holder's deadline (%v after the cut); a renewal must keep the grant for ttl + transition from the server's now",
 				p.got.Sub(cut), p.rec.Owner, p.rec.Token, p.rec.Transition, deadline.Sub(cut))
+			return
+		}
+	}
+	for _, p := range probes {
+		if p.rec.Owner != holder && p.live {
+			e.t.Errorf("a Get answered %v after the cut saw owner %q (token %d) while the holder's lease was still live (its deadline %v after the cut): a holder must be told of its loss at its deadline, without waiting for a hung store call",
+				p.got.Sub(cut), p.rec.Owner, p.rec.Token, deadline.Sub(cut))
 			return
 		}
 	}

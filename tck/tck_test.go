@@ -46,6 +46,10 @@ func TestMemstoreRealTime(t *testing.T) {
 // against.
 const mutantEnv = "TCK_MUTANT"
 
+// reportEnv names a file TestMutants writes its report to (make test
+// prints it: go test shows no log of a passing test without -v).
+const reportEnv = "SIMBA_TCK_REPORT"
+
 var why = flag.Bool("why", false, "TestMutants logs why each named case failed on each mistake (its first messages)")
 
 // TestMutants runs the suite against every planted mistake, each in a
@@ -66,8 +70,12 @@ func TestMutants(t *testing.T) {
 		failed = map[string][]string{} // mutant -> cases that failed
 	)
 	t.Cleanup(func() {
-		if !t.Failed() {
-			t.Log("\n" + report(failed))
+		rep := report(failed)
+		t.Log("\n" + rep)
+		if path := os.Getenv(reportEnv); path != "" {
+			if err := os.WriteFile(path, []byte(rep), 0o644); err != nil {
+				t.Errorf("writing the report to %s: %v", path, err)
+			}
 		}
 	})
 	for _, m := range mutants() {
@@ -81,10 +89,16 @@ func TestMutants(t *testing.T) {
 			if *why {
 				t.Log(reasons(m, msgs))
 			}
+			killed := 0
 			for _, k := range m.killers {
-				if !slices.Contains(got, k) {
+				if slices.Contains(got, k) {
+					killed++
+				} else {
 					t.Errorf("case %s did not fail against the mutant %q", k, m.name)
 				}
+			}
+			if killed < 2 {
+				t.Errorf("the mutant %q was killed by %d of the cases named for it, want at least 2", m.name, killed)
 			}
 			mu.Lock()
 			failed[m.name] = got
@@ -231,23 +245,45 @@ func tail(out []byte, n int) []byte {
 }
 
 // report prints the guarantees, with every case that failed on each
-// mistake.
+// mistake: how many, and which (* marks the cases the guarantees name).
+// A mistake this run did not plant (go test -run) says so.
 func report(failed map[string][]string) string {
 	var b strings.Builder
-	b.WriteString("What the TCK guarantees: the mistakes planted against each clause, and the cases that failed on each (* = named in the guarantees).\n")
+	clauses, planted, run, least := 0, 0, 0, -1
+	for _, sec := range sections() {
+		for _, c := range sec.clauses {
+			clauses++
+			for _, m := range c.mistakes {
+				planted++
+				if got, ok := failed[m.name]; ok {
+					run++
+					if least < 0 || len(got) < least {
+						least = len(got)
+					}
+				}
+			}
+		}
+	}
+	fmt.Fprintf(&b, "What the TCK guarantees: %d clauses, %d planted mistakes (%d run here), each killed by at least %d cases.\n", clauses, planted, run, max(least, 0))
+	b.WriteString("Per clause: the mistakes planted against it, and the cases that failed on each (* = named in the guarantees, so checked every run).\n")
 	for _, sec := range sections() {
 		fmt.Fprintf(&b, "\n%s\n", sec.title)
 		for _, c := range sec.clauses {
 			fmt.Fprintf(&b, "  %s\n", c.text)
 			for _, m := range c.mistakes {
-				var got []string
-				for _, k := range failed[m.name] {
+				got, ok := failed[m.name]
+				if !ok {
+					fmt.Fprintf(&b, "    - %s\n      not run\n", m.name)
+					continue
+				}
+				var names []string
+				for _, k := range got {
 					if slices.Contains(m.killers, k) {
 						k += "*"
 					}
-					got = append(got, k)
+					names = append(names, k)
 				}
-				fmt.Fprintf(&b, "    - %s\n      failed: %s\n", m.name, strings.Join(got, ", "))
+				fmt.Fprintf(&b, "    - %s\n      killed by %d: %s\n", m.name, len(got), strings.Join(names, ", "))
 			}
 		}
 	}
