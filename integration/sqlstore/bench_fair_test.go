@@ -15,8 +15,9 @@ import (
 // its own (as K processes), loop on one mutex as the benchmark of bench/
 // does: lock, hold 1 ms, unlock, wait until another one holds it, lock
 // again. b.N hand-offs. Reports the gap from a release to the next grant
-// (p50, p99), statements per hand-off as the server counts them
-// (PostgreSQL transactions, MariaDB Questions), Jain's index over the
+// (p50, p99), statements per hand-off as the server counts them and as
+// bench/ does (PostgreSQL transactions, MariaDB Questions, pings and
+// prepares; interpolateParams=true, as bench/'s DSN), Jain's index over the
 // acquisitions per contender and the longest wait of a Lock.
 func BenchmarkHandoffK(b *testing.B) {
 	for _, k := range []int{8, 32} {
@@ -28,6 +29,9 @@ func BenchmarkHandoffK(b *testing.B) {
 
 func handoffK(b *testing.B, d dialect, k int) {
 	dsn := d.migrated(b)
+	if d.name == "mysql" {
+		dsn += "?interpolateParams=true" // as bench/ and the package's documentation
+	}
 	ops := serverOps(b, d, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
