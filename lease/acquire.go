@@ -53,6 +53,9 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(ErrNotAcquired, err)
 	}
+	// A name whose last grant here came after a lost attempt is likely
+	// contended: its worker subscribes before the first attempt (worker.go).
+	contended := kind != claimTry && m.watcher != nil && m.wasContended(name)
 	m.life.RLock()
 	if m.closed {
 		m.life.RUnlock()
@@ -64,9 +67,10 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 		m.life.RUnlock()
 		return nil, fmt.Errorf("%w: %q is held or awaited by this manager", ErrNotAcquired, name)
 	}
-	if s.lease != nil || s.busy || s.p.errs > 0 || s.p.dirty() || s.abandoned() {
+	if s.lease != nil || s.busy || s.p.errs > 0 || s.p.dirty() || s.abandoned() || contended {
 		// Someone holds or awaits it locally, or the store may hold
-		// something of ours: wait in line for a worker.
+		// something of ours, or the name is likely contended: wait in line
+		// for a worker.
 		c := m.newClaim(kind)
 		s.add(c)
 		s.mu.Unlock()

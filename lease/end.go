@@ -40,7 +40,7 @@ func (s *slot) releaseLease(ctx context.Context, l *Lease) error {
 		m.logReleased(l, err)
 	}
 	if err == nil {
-		m.noteReleased(s.name, l.token)
+		m.noteReleased(s.name, l.token, l.waited)
 		m.notifyOwner(Owner{Mutex: s.name})
 	}
 	s.next(false)

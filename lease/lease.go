@@ -44,6 +44,7 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	gap    time.Duration // least time from a confirmed renewal's sending to the next
+	waited bool          // the grant came after a lost attempt: others contended
 
 	mu       sync.Mutex
 	state    leaseState

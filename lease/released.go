@@ -31,13 +31,15 @@ const releasedWays = 8
 // releasedToken is an entry of a shard's table: the hash of a name and
 // the newest token of it that this Manager released.
 type releasedToken struct {
-	hash  uint64
-	token uint64
-	until time.Time // the end of the refusal window
+	hash      uint64
+	token     uint64
+	until     time.Time // the end of the refusal window
+	contended bool      // the last grant released came after a lost attempt
 }
 
-// noteReleased records that token of name was released.
-func (m *Manager) noteReleased(name string, token uint64) {
+// noteReleased records that token of name was released; waited says the
+// grant came after a lost attempt.
+func (m *Manager) noteReleased(name string, token uint64, waited bool) {
 	h := maphash.String(m.seed, name)
 	sh := &m.shards[h%slotShards]
 	until := m.cfg.clock.Now().Add(m.cfg.ttl + m.cfg.transition)
@@ -45,11 +47,11 @@ func (m *Manager) noteReleased(name string, token uint64) {
 	defer sh.mu.Unlock()
 	for i := range sh.released {
 		if e := &sh.released[i]; e.hash == h {
-			e.token, e.until = max(e.token, token), until
+			e.token, e.until, e.contended = max(e.token, token), until, waited
 			return
 		}
 	}
-	sh.released[sh.nextReleased] = releasedToken{h, token, until}
+	sh.released[sh.nextReleased] = releasedToken{h, token, until, waited}
 	sh.nextReleased = (sh.nextReleased + 1) % releasedWays
 }
 
@@ -64,6 +66,23 @@ func (m *Manager) wasReleased(name string, token uint64) bool {
 	for _, e := range sh.released {
 		if e.hash == h && e.token != 0 {
 			return token <= e.token && m.cfg.clock.Now().Before(e.until)
+		}
+	}
+	return false
+}
+
+// wasContended reports whether this Manager released a grant of name
+// within the refusal window whose acquisition had lost an attempt first:
+// the name is likely contended, so the next acquisition subscribes before
+// its first attempt.
+func (m *Manager) wasContended(name string) bool {
+	h := maphash.String(m.seed, name)
+	sh := &m.shards[h%slotShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, e := range sh.released {
+		if e.hash == h && e.token != 0 {
+			return e.contended && m.cfg.clock.Now().Before(e.until)
 		}
 	}
 	return false

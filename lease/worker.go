@@ -48,11 +48,15 @@ func (s *slot) serve(counted bool) bool {
 			s.cleanup()
 			return !s.idle(counted)
 		}
-		if events == nil && m.watcher != nil && (s.p.queued || s.p.errs > 0) {
+		if events == nil && m.watcher != nil && (s.p.queued || s.p.errs > 0 || m.wasContended(s.name)) {
 			// Subscribe once an attempt lost (an uncontended acquire never
 			// pays for a subscription) and attempt again at once: a release
 			// between the lost attempt and the subscription is seen by the
-			// new attempt, later ones by the subscription.
+			// new attempt, later ones by the subscription. A name whose
+			// last grant here, released lately, came after a lost attempt
+			// is subscribed to before the first attempt: under contention
+			// that attempt then waits (a store with a queue queues it) and
+			// saves the second.
 			var err error
 			events, err = m.watcher.Watch(ctx, s.name, m.cfg.id)
 			deaf = err != nil || events == nil
@@ -129,6 +133,7 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event, deaf bool) boo
 		} // else: subscribe, then attempt again at once (work)
 		return false
 	}
+	waited := p.queued
 	p.queued = false
 	if stale := rec.Token != p.lostToken; !stale || m.wasReleased(s.name, rec.Token) {
 		// Our own grant that we already declared lost, could not release
@@ -155,13 +160,13 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event, deaf bool) boo
 		return false
 	}
 	p.errs = 0
-	return s.grant(ctx, rec, sent, now, deadline)
+	return s.grant(ctx, rec, sent, now, deadline, waited)
 }
 
 // grant hands a fresh grant to the first waiting claim, unless every
 // claimant left during the call or the Manager is closing: then the grant
 // is given back.
-func (s *slot) grant(ctx context.Context, rec Record, sent, recv, deadline time.Time) bool {
+func (s *slot) grant(ctx context.Context, rec Record, sent, recv, deadline time.Time, waited bool) bool {
 	s.mu.Lock()
 	if len(s.claims) == 0 || s.m.isClosing() {
 		s.mu.Unlock()
@@ -173,6 +178,7 @@ func (s *slot) grant(ctx context.Context, rec Record, sent, recv, deadline time.
 	s.claims = s.claims[1:]
 	c.state = claimDone
 	l := newLease(s, rec, sent, recv, deadline)
+	l.waited = waited
 	s.lease, s.busy, s.acquiring = l, false, false
 	freed, by := s.p.freed, s.p.freedBy
 	s.p.freed = 0

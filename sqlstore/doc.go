@@ -70,14 +70,20 @@
 // leaves live waiters, the mutex is reserved for the first one for the
 // hand-off window ([WithHandoff], 1 s by default) and only that waiter is
 // woken; others that try meanwhile get an empty Owner and a positive
-// Transition, the time to try again. A first waiter that does not come in
+// Transition, the time to try again (for a waiter behind the first two,
+// the window plus a grant as long as its own: it cannot have the mutex
+// sooner, and is woken when its turn comes). A first waiter that does not come in
 // time (it died) loses its place to whoever comes next, and the waiter
 // after it is woken when the window ends, so a dead waiter at the head
 // delays the next one by about the window, not by a grant. When a grant's
 // transition simply ends (a crashed holder), nothing is held back: waiters
 // poll then, and the first one wins. A hand-off costs a release, the
-// waiter's acquire and the loser's attempts to queue (about 3 statements
-// on PostgreSQL, 5 on MySQL with its doorbells).
+// waiter's acquire and the previous holder's acquire that queues it again
+// (a lease.Manager whose last grant of a name came after a lost attempt
+// subscribes before its next first attempt, so that one attempt queues
+// it): 3 statements on PostgreSQL (plus, as the server counts
+// transactions, one per session that LISTENs: see Push), 4 on MySQL with
+// its doorbell's wait.
 //
 // # Push
 //

@@ -127,7 +127,10 @@ const maxWaitMs = int64(30 * 24 * time.Hour / time.Millisecond)
 // A contender that loses while it watches the mutex through this Store
 // (as a lease.Manager's waiter does) joins the mutex's wait queue; a
 // mutex held back for the first waiter is an empty Owner with a positive
-// Transition. See [lease.Store].
+// Transition: the rest of the hand-off window, and for a waiter queued
+// behind the first two, one grant of ttl + transition more (the soonest
+// it can expect the mutex: its Manager does not poll before). See
+// [lease.Store].
 func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	ttlMs, trMs, err := checkRequest(mutex, contender, ttl, transition)
 	if err != nil {
@@ -153,6 +156,14 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 	case a.waitMs > 0:
 		if pred, ok := r.queue.pred(a.key, r.owner); ok {
 			s.hooks.waiting(mutex, a.key, pred)
+		}
+		if rec.Owner == "" && rec.Transition > 0 && r.queue.index(a.key) >= 2 {
+			// Held back for the first waiter, and the second one comes
+			// next: this waiter cannot have the mutex before the first
+			// one's grant ends (its wake-up comes with the release before
+			// it), so its Manager is told to poll no sooner than a grant
+			// as long as its own after the window, as behind an owner.
+			rec.Transition += msDuration(ttlMs + trMs)
 		}
 	}
 	s.pruner.tick()

@@ -11,9 +11,10 @@ import (
 // serverOps returns a function that reads how many statements the server
 // of dsn has run, as the benchmark of bench/ counts them: PostgreSQL
 // transactions of the test's database (pg_stat_database, published by
-// pg_stat_force_next_flush), MariaDB's Questions (the server's, so only
-// meaningful while nothing else uses it). The reader's own statements are
-// not counted. SQLite has no server: nil.
+// pg_stat_force_next_flush), MariaDB's Questions, pings
+// (Com_admin_commands) and server-side prepares (Com_stmt_prepare) (the
+// server's, so only meaningful while nothing else uses it). The reader's
+// own statements are not counted. SQLite has no server: nil.
 func serverOps(tb testing.TB, d dialect, dsn string) func() int64 {
 	tb.Helper()
 	if d.server == nil {
@@ -34,8 +35,8 @@ func serverOps(tb testing.TB, d dialect, dsn string) func() int64 {
 				FROM pg_stat_database WHERE datname = current_database()), pg_stat_force_next_flush() IS NULL`,
 				pgx.QueryExecModeSimpleProtocol).Scan(&n, new(bool))
 		default:
-			var name string
-			err = db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n)
+			err = db.QueryRowContext(ctx, `SELECT CAST(SUM(VARIABLE_VALUE) AS SIGNED) FROM information_schema.GLOBAL_STATUS
+				WHERE VARIABLE_NAME IN ('QUESTIONS', 'COM_ADMIN_COMMANDS', 'COM_STMT_PREPARE')`).Scan(&n)
 		}
 		if err != nil {
 			tb.Fatalf("server counters: %v", err)

@@ -215,3 +215,44 @@ func TestDeadHeadDoesNotStall(t *testing.T) {
 		}
 	})
 }
+
+// TestDeepWaiterPollsAfterAGrant (issue 18): while a released mutex is
+// held back for its first waiter, the second one is told the rest of the
+// window (it polls then, should the first not come), and a waiter behind
+// them the window plus a grant as long as the one it asks: it cannot have
+// the mutex sooner, and its Manager polled at the window's end before (an
+// Acquire per waiter per hand-off at K = 32).
+func TestDeepWaiterPollsAfterAGrant(t *testing.T) {
+	forEach(t, func(t *testing.T, d dialect) {
+		ctx := t.Context()
+		dsn := d.migrated(t)
+		const window = 5 * time.Second // longer than the calls below take under load
+		a := d.newStore(t, dsn, sqlstore.WithHandoff(window))
+		db := d.open(t, dsn)
+		const mx = "fair/deep"
+		held, err := a.Acquire(ctx, mx, "a", pushTTL, pushTr)
+		if err != nil || !held.Held("a") {
+			t.Fatalf("Acquire(a) = %+v, %v", held, err)
+		}
+		ids := []string{"w1", "w2", "w3"}
+		stores := make([]*sqlstore.Store, len(ids))
+		for i, id := range ids {
+			stores[i] = d.newStore(t, dsn)
+			enqueue(t, stores[i], db, mx, id, i+1)
+		}
+		if err := a.Release(ctx, mx, "a", held.Token); err != nil {
+			t.Fatal(err)
+		}
+		for i := 2; i >= 1; i-- { // w1 is woken, but nobody acquires for it
+			r, err := stores[i].Acquire(ctx, mx, ids[i], pushTTL, pushTr)
+			switch {
+			case err != nil || r.Owner != "" || r.Transition <= 0:
+				t.Fatalf("Acquire(%s) in the window = %+v, %v; want the mutex held back", ids[i], r, err)
+			case i == 1 && r.Transition > window:
+				t.Errorf("second waiter told %v, want at most the window %v", r.Transition, window)
+			case i == 2 && r.Transition <= window:
+				t.Errorf("third waiter told %v, want the rest of the window %v plus a grant of %v", r.Transition, window, pushTTL+pushTr)
+			}
+		}
+	})
+}
