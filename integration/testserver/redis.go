@@ -231,6 +231,13 @@ func deleteRedisKeys(t testing.TB, addrs []string, prefix string) {
 // snapshot. The snapshot is removed once loaded, so a later Restart comes
 // back empty again.
 func (s *RedisServer) RestartFromSnapshot(ctx context.Context) error {
+	return s.RestartFromSnapshotAfter(ctx, 0)
+}
+
+// RestartFromSnapshotAfter is RestartFromSnapshot with the server serving
+// for during between the snapshot and the stop: what it was written then
+// (a grant, say) is lost.
+func (s *RedisServer) RestartFromSnapshotAfter(ctx context.Context, during time.Duration) error {
 	if s.dir == "" {
 		return fmt.Errorf("%w: %s: not a PrivateRedis", ErrNotControllable, s.Process)
 	}
@@ -239,6 +246,10 @@ func (s *RedisServer) RestartFromSnapshot(ctx context.Context) error {
 		defer c.Close()
 		if err := c.Save(ctx).Err(); err != nil {
 			return fmt.Errorf("testserver: %s: SAVE: %w", s.Process, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(during):
 		}
 		_ = c.ShutdownNoSave(ctx).Err() // the connection closes: no reply
 		return nil
