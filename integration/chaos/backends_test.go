@@ -97,14 +97,16 @@ func TestCampaign(t *testing.T) {
 		{"redis", redisSetup},
 		{"zookeeper", func(t *testing.T) Setup {
 			clk := testserver.NewServerClock(t)
-			s := zkSetup(t, "zookeeper", testserver.ZooKeeperServerClock(clk))
+			s := zkSetup(t, "zookeeper", realTTL+realTr, testserver.ZooKeeperServerClock(clk))
 			s.Clock = clk
 			return s
 		}},
 		// The server grants sessions shorter than the clients ask
-		// (maxSessionTimeout 2 s, sessions asked for 3 s).
+		// (maxSessionTimeout 2 s, sessions asked for 6 s: a store that
+		// believed the asked timeout would let a cut-off holder believe
+		// its grant seconds after the server expired it).
 		{"zookeeper-capped", func(t *testing.T) Setup {
-			return zkSetup(t, "zookeeper-capped", testserver.WithMaxSessionTimeout(realTTL))
+			return zkSetup(t, "zookeeper-capped", 2*(realTTL+realTr), testserver.WithMaxSessionTimeout(realTTL))
 		}},
 		{"redis-cluster", clusterSetup},
 		{"zookeeper-ensemble", ensembleSetup},
@@ -284,12 +286,15 @@ func redisSetup(t *testing.T) Setup {
 		},
 		KillPush: func() error { return killSubscribers(t.Context(), srv.Addr()) },
 		Server:   srv.Process, TTL: realTTL, Transition: realTr,
+		// The hand-off window (redisstore.DefaultHandoff) and a second.
+		Handoff: redisstore.DefaultHandoff + time.Second,
 	}
 }
 
-func zkSetup(t *testing.T, name string, opts ...testserver.ZooKeeperOption) Setup {
+// zkSetup is a set-up on a private ZooKeeper whose clients ask for
+// sessions of session.
+func zkSetup(t *testing.T, name string, session time.Duration, opts ...testserver.ZooKeeperOption) Setup {
 	srv := testserver.PrivateZooKeeper(t, opts...)
-	const session = realTTL + realTr
 	return Setup{
 		Name: name,
 		Client: func() (lease.Store, Faulter, []lease.Option) {
@@ -303,7 +308,9 @@ func zkSetup(t *testing.T, name string, opts ...testserver.ZooKeeperOption) Setu
 		},
 		Spawn: func() (*exec.Cmd, Faulter) {
 			p := proxyTo(t, srv.Addr())
-			return child("zookeeper", p.Addr(), srv.Root()), p
+			cmd := child("zookeeper", p.Addr(), srv.Root())
+			cmd.Env = append(cmd.Env, envSession+"="+session.String())
+			return cmd, p
 		},
 		Server: srv.Process, TTL: realTTL, Transition: realTr,
 	}

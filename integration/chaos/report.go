@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -52,6 +53,17 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 		sort.Strings(kinds)
 		for _, k := range kinds {
 			p("| %s | %s | %d | %s |\n", r.Setup, k, byKind[k].n, byKind[k].worst.Round(time.Millisecond))
+		}
+	}
+	p("\n## Hand-offs after a kill of the head waiter\n\n")
+	p("From the first release after the kill (within the episode, away from server faults) to the next grant.\n\n| backend | judged | measured | worst |\n| --- | --- | --- | --- |\n")
+	for _, r := range results {
+		if len(r.HeadHandoffs) > 0 {
+			judged := "no"
+			if r.Handoff > 0 {
+				judged = "within " + r.Handoff.String()
+			}
+			p("| %s | %s | %d | %s |\n", r.Setup, judged, len(r.HeadHandoffs), slices.Max(r.HeadHandoffs).Round(time.Millisecond))
 		}
 	}
 	p("\n## Per backend: which faults are survived, detected, or only fenced\n\n")
@@ -130,10 +142,12 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 		}
 	}
 	p("\n\n## What the nemesis does, and what it does not\n\n")
-	p("Each episode: wait 0.5 s + up to ttl + transition, pick a contender (the holder three times in four), draw the fault drawn least so far among those that apply to it (ties at random; with several lanes, lane 0 draws only server faults), keep it for up to 2 × (ttl + transition), heal, record. ")
+	p("Each episode: wait 0.5 s + up to ttl + transition, pick a contender (the holder three times in four), draw the fault drawn least so far among those that apply to it or have a victim of their own (ties at random; with several lanes, lane 0 draws only server faults), keep it for up to 2 × (ttl + transition), heal, record. ")
+	p("Faults with a victim of their own: the lane's Contender (its first in-process worker) abandons its grant (Stop with a context that ends before the callback returns, after half a ttl of lost renewal replies where the connection can drop them; the next Contender of the same Manager contends at once, beside the abandoned callback), stops its Contender or closes its Manager from inside its callback (each must return within 1 s: S16 violations otherwise), all while it leads; kill -9 of a waiting process, and of the process that has waited longest while others wait behind it (the head of a fair queue). ")
+	p("After a kill of the head waiter, the first release is followed by the next grant within the hand-off window and a second on Redis (I5: a store that keeps the hand-off reserved for a dead waiter stalls longer); on the other set-ups that time is measured (below), not judged. ")
 	p("Network faults go through a TCP proxy per client (per node for Redis Cluster and the ZooKeeper ensemble); SQLite, which has no network, hangs the in-process client's calls instead. ")
 	p("I5 is checked after every black hole, reset or SIGSTOP of a holder that outlasts ttl + transition + 2 s, and after every kill -9 of a holder: another contender must hold within that bound of the fault's start. ")
-	p("I7 is checked per lane after everyone closed: the mutex is free within ttl + transition + 2 s; the test process is checked for leaked goroutines.\n\n")
+	p("I7 is checked per lane after everyone closed: the mutex is free within ttl + transition + 2 s (the transition the store reports, when longer: ZooKeeper's is its session timeout); the test process is checked for leaked goroutines.\n\n")
 	p("- S5 (client wall clock stepped) is not injected: CLOCK_REALTIME is one clock for the whole machine — stepping it steps the servers' clocks too, which is a server clock fault, not S5 — and a time namespace offsets only the monotonic clocks. The lease and every store's client measure time only through Go's monotonic readings (the Clock contract of package lease); expiry is the server's. ")
 	p("For SQLite the server's clock *is* the machine's wall clock: a forward step of the machine clock shortens every held SQLite lease (the fence still rejects the stale holder).\n")
 	p("- Server clock steps (S14) run the servers under libfaketime (integration/testserver's ServerClock): only the server's CLOCK_REALTIME moves, by 0.1–0.5 × the safety margin within the assumption and by 2 × the margin to 2 × (ttl + transition) beyond it; steps add up over a run. Redis runs with glibc's malloc under it (Debian's jemalloc recurses into libfaketime at start). ZooKeeper expires sessions on the JVM's monotonic clock, so a step does not touch its grants. SQLite's clock is the machine's and is not stepped.\n")
