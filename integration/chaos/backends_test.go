@@ -258,11 +258,13 @@ func redisSetup(t *testing.T) Setup {
 	srv := testserver.PrivateRedis(t, testserver.RedisServerClock(clk))
 	return Setup{
 		Extra: []ServerFault{
-			{FaultRedisSnapshot, func(ctx context.Context, last time.Duration) error {
-				return srv.RestartFromSnapshotAfter(ctx, last/2) // what is granted meanwhile is lost
+			{FaultRedisSnapshot, func(ctx context.Context, last time.Duration, cut func()) error {
+				return srv.RestartFromSnapshotAfter(ctx, last/2, cut) // what is granted or renewed meanwhile is lost
 			}},
-			{FaultRedisAOF, func(ctx context.Context, last time.Duration) error { return srv.CrashWithAOF(ctx, last) }},
-			{FaultFlushAll, func(ctx context.Context, _ time.Duration) error { return flushAll(ctx, srv.Addr()) }},
+			{FaultRedisAOF, func(ctx context.Context, last time.Duration, cut func()) error {
+				return srv.CrashWithAOFAfter(ctx, last, cut)
+			}},
+			{FaultFlushAll, func(ctx context.Context, _ time.Duration, _ func()) error { return flushAll(ctx, srv.Addr()) }},
 		},
 		Clock: clk,
 		// A short campaign (make test) restarts from a snapshot and steps
@@ -430,7 +432,7 @@ func clusterSetup(t *testing.T) Setup {
 			}
 			return errors.Join(errs...)
 		},
-		Extra: []ServerFault{{FaultFlushAll, func(ctx context.Context, _ time.Duration) error {
+		Extra: []ServerFault{{FaultFlushAll, func(ctx context.Context, _ time.Duration, _ func()) error {
 			var errs []error
 			for _, a := range cl.Addrs() {
 				errs = append(errs, flushAll(ctx, a))

@@ -43,10 +43,11 @@ type Server interface {
 // ServerFault is a fault of a set-up's server beyond a pause and a
 // restart (a Redis restart from a snapshot, a crash with an append-only
 // file, a FLUSHALL). Inject does it and returns when it is over; last is
-// how long the nemesis drew for it, for faults that can use it.
+// how long the nemesis drew for it, for faults that can use it; a fault
+// that stops the server calls cut (when not nil) just before it does.
 type ServerFault struct {
 	Kind   string
-	Inject func(ctx context.Context, last time.Duration) error
+	Inject func(ctx context.Context, last time.Duration, cut func()) error
 }
 
 // Stepper steps the wall clock of a set-up's servers
@@ -578,11 +579,13 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 		default:
 			if f, ok := extra[kind]; ok {
 				// A restart that keeps data while the holder is cut off
-				// (a partition beside a crash): it cannot renew, and is
-				// told only at its deadline. A store that forgot its grant
-				// must hold the mutex back until then.
+				// (a partition beside a crash), from just before the
+				// server stops: the server forgets its last renewals,
+				// and the holder, which cannot renew, is told only at its
+				// deadline. A store that forgot a grant must hold the
+				// mutex back until then.
 				var cut Faulter
-				if kind == FaultRedisSnapshot || kind == FaultRedisAOF {
+				cutHolder := func() {
 					for _, m := range l.members {
 						if m.name == l.h.Holder(l.mutex) && m.f != nil {
 							cut = m.f
@@ -590,7 +593,10 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 						}
 					}
 				}
-				if err := f.Inject(ctx, last); err != nil && ctx.Err() == nil {
+				if kind != FaultRedisSnapshot && kind != FaultRedisAOF {
+					cutHolder = nil
+				}
+				if err := f.Inject(ctx, last, cutHolder); err != nil && ctx.Err() == nil {
 					l.errs = append(l.errs, violation("setup", "%s: %v", kind, err))
 				}
 				last = 0 // over when Inject returns

@@ -39,6 +39,18 @@ type plant struct {
 // from the repository's root), by new.
 type sourcePatch struct{ file, old, new string }
 
+// Not planted: issue 14's item 5 (zkstore believed the session timeout it
+// asked for). Its fix replaced the design — sessions read off the wire,
+// grants that live with the session — and a store that believes three
+// times the negotiated timeout (zkstore/wire.go, connected) is masked:
+// the waiters' stores believe it too and hold a dead session's node back
+// as long (25 episodes of black holes, resets and SIGSTOP on
+// zookeeper-capped, no violation). Item 4 (a grant dead on arrival
+// retried in a loop) cannot run here: the fixed NewManager refuses the
+// timings that make it (lease.ErrGrantTooShort), so no set-up has them;
+// lease's TestShortGrantIsNeverRetriedInALoop and TestNewManagerRefusesAGrantLimitBelowTheMargin guard it. Item 7 (MySQL's doorbell
+// re-arm race) and item 8 (Redis tokens from the server's clock, a
+// documented assumption) are not planted either: see the report.
 var plants = []plant{
 	{
 		name: "redis-restart-holdback",
@@ -76,14 +88,6 @@ var plants = []plant{
 			"    if span < win then win = span end\n",
 			"    win = span -- planted: reserved for the waiter's whole span\n"}},
 		setup: "redis", faults: "head of the queue", run: 90 * time.Second,
-	},
-	{
-		name: "zookeeper-asked-timeout",
-		bug:  "item 5: the ZooKeeper store believes the session timeout it asked for (6 s on zookeeper-capped) instead of the one the server granted (2 s)",
-		patches: []sourcePatch{{"zkstore/wire.go",
-			"c.t.connected(c.sid, timeout, c.sent)",
-			"c.t.connected(c.sid, 3*timeout, c.sent) // planted: the asked timeout"}},
-		setup: "zookeeper-capped", faults: "blackhole|reset|SIGSTOP", run: 90 * time.Second,
 	},
 }
 

@@ -184,7 +184,7 @@ func outcome(kind string) string {
 	case FaultPauseHolder, FaultStopProc:
 		return "only the fence: a holder that does not run is not told; its late write carries a stale token"
 	case FaultRedisSnapshot, FaultRedisAOF:
-		return "detected: a record from an earlier server life is held back for ttl + transition from the new life's start"
+		return "detected: a record from an earlier server life is held back for ttl + transition from the new life's start, past the cut-off holder's deadline"
 	case FaultFlushAll:
 		return "detected: the slot's epoch key is gone; record-less names are held back for ttl + transition"
 	case FaultClockForward:
@@ -194,7 +194,7 @@ func outcome(kind string) string {
 	case FaultClockFarForward:
 		return "beyond the assumption: overlaps possible; the fence judges the writes (the lease's step detector shortens deadlines once a reply shows the step)"
 	case FaultAbandon:
-		return "survived: the abandoned grant lapses on the store; the callback's late writes carry its old token (the fence)"
+		return "survived: the abandoned grant (kept live by renewals whose replies were lost) is never handed to the next Contender of the Manager, which contends at once: it waits for it to lapse or takes a greater token (I1); the callback's late writes carry the old token (the fence)"
 	case FaultStopInside:
 		return "survived: Stop returns at once; the grant is released after the callback returns"
 	case FaultCloseInside:
