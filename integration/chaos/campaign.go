@@ -494,6 +494,23 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 				least = append(least, k)
 			}
 		}
+		// A kind with a victim of its own that applies only now and then
+		// (the head of the queue is a process only some of the time) is
+		// drawn whenever it applies while it is below the kinds' mean.
+		total := 0
+		for _, k := range kinds {
+			total += drawn[k]
+		}
+		var behind []string
+		for k := range aimed {
+			if slices.Contains(kinds, k) && drawn[k]*len(kinds) < total {
+				behind = append(behind, k)
+			}
+		}
+		if len(behind) > 0 {
+			slices.Sort(behind) // map order is random: keep the seed's runs alike
+			least = behind
+		}
 		kind := ""
 		if len(least) > 0 {
 			kind = least[rng.IntN(len(least))]
@@ -507,6 +524,13 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 			victim = m
 		}
 		last := time.Duration(rng.Int64N(int64(2 * span)))
+		switch kind {
+		case FaultKillProc, FaultKillWaiter, FaultKillHead, FaultStopInside, FaultCloseInside, FaultKillPush,
+			FaultClockForward, FaultClockBackward, FaultClockFarBackward, FaultClockFarForward:
+			// Over when injected (a kill's respawn waits last): a
+			// shorter wait leaves time for more episodes.
+			last /= 2
+		}
 		ep := Episode{Fault: kind, Victim: victim.name, Start: l.h.Now(), Takeover: -1, mutex: l.mutex}
 		ep.Held = l.h.Holder(l.mutex) == ep.Victim
 		if kind == FaultKillProc && !ep.Held {
