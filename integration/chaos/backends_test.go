@@ -288,8 +288,11 @@ func redisSetup(t *testing.T) Setup {
 		},
 		KillPush: func() error { return killSubscribers(t.Context(), srv.Addr()) },
 		Server:   srv.Process, TTL: realTTL, Transition: realTr,
-		// The hand-off window (redisstore.DefaultHandoff) and a second.
-		Handoff: redisstore.DefaultHandoff + time.Second,
+		// The hand-off window (redisstore.DefaultHandoff) and 1.5 s to
+		// wake the next waiter on a loaded machine (2.09 s seen at load
+		// 20; 1.01 s on a quieter one). A reservation kept for the dead
+		// head's whole queue span stalls ttl + transition (3.0 s).
+		Handoff: redisstore.DefaultHandoff + 1500*time.Millisecond,
 	}
 }
 

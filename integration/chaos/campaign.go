@@ -417,7 +417,7 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 		// them).
 		aimed := map[string]member{}
 		for _, m := range l.members {
-			if m.w != nil && m.w.Lead && m.w.Leading() {
+			if m.w != nil && m.w.Lead { // each takes effect when it next leads
 				for _, k := range []string{FaultAbandon, FaultStopInside, FaultCloseInside} {
 					aimed[k] = m
 				}
@@ -560,6 +560,8 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 			if drop {
 				dr.DropReplies()
 				sleep(ctx, s.TTL/2) // a renewal reaches the server, its reply does not come back
+			}
+			for !victim.w.Leading() && l.h.Now()-ep.Start < 2*span && sleep(ctx, 20*time.Millisecond) {
 			}
 			_, err := victim.w.Abandon(last)
 			if drop {
