@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -205,5 +206,74 @@ func TestBeyondAssumptions(t *testing.T) {
 	}
 	if len(rest) != 3 {
 		t.Errorf("violations left %v; want the other three", rest)
+	}
+}
+
+// TestClockStepDetections: a clock_step event is counted on the latest
+// step in its direction that began within the window before it, and a
+// step beyond the assumptions was caught first when its first event came
+// before its first overlap.
+func TestClockStepDetections(t *testing.T) {
+	s := time.Second
+	eps := []Episode{
+		{Fault: FaultClockForward, Step: 100 * time.Millisecond, Start: 10 * s},
+		{Fault: FaultClockFarForward, Step: 3 * s, Beyond: true, Start: 20 * s},
+		{Fault: FaultClockBackward, Step: -100 * time.Millisecond, Start: 21 * s},
+		{Fault: FaultClockFarForward, Step: 3 * s, Beyond: true, Start: 40 * s},
+	}
+	detected(eps, []Detection{
+		{"a", 11 * s, true},  // the small step
+		{"a", 22 * s, true},  // the far step, not the later backward one
+		{"b", 22 * s, false}, // the backward step
+		{"a", 30 * s, true},  // beyond every window: nobody's
+		{"b", 43 * s, true},  // the second far step, after its overlap
+	}, 5*s)
+	for i, want := range []int{1, 1, 1, 1} {
+		if eps[i].Detected != want {
+			t.Errorf("episode %d (%s): %d detections, want %d", i, eps[i].Fault, eps[i].Detected, want)
+		}
+	}
+	eps[1].Overlaps, eps[1].FirstOverlap = 1, 23*s
+	eps[3].Overlaps, eps[3].FirstOverlap = 1, 42*s
+	if !eps[1].CaughtFirst() || eps[3].CaughtFirst() {
+		t.Errorf("caught first: %v, %v; want true (event before the overlap), false (after)", eps[1].CaughtFirst(), eps[3].CaughtFirst())
+	}
+}
+
+// TestHandoffAfterDeadHead: after the head waiter is killed, the next
+// release must be followed by a grant within the bound; a stall is an I5
+// violation, and a kill near a server fault is not judged.
+func TestHandoffAfterDeadHead(t *testing.T) {
+	s := time.Second
+	kill := Episode{Fault: FaultKillHead, Victim: "p.1", Start: 10 * s, Healed: 14 * s, mutex: "m"}
+	holds := func(next time.Duration) []Hold {
+		return []Hold{
+			{Mutex: "m", Client: "w0", Token: 1, Acquired: 9 * s, Done: 11 * s},
+			{Mutex: "m", Client: "w1", Token: 2, Acquired: next, Done: next + s},
+		}
+	}
+	if gaps, vs := checkHandoff("x", []Episode{kill}, holds(11*s+100*time.Millisecond), 3*s, 2*s); len(vs) != 0 || len(gaps) != 1 {
+		t.Errorf("a prompt hand-off: gaps %v, violations %v", gaps, vs)
+	}
+	if _, vs := checkHandoff("x", []Episode{kill}, holds(14*s), 3*s, 2*s); len(vs) != 1 || vs[0].Invariant != "I5" {
+		t.Errorf("a 3 s stall: violations %v, want one I5", vs)
+	}
+	restart := Episode{Fault: FaultRestartSrv, Start: 9 * s, Healed: 9 * s}
+	if gaps, vs := checkHandoff("x", []Episode{kill, restart}, holds(14*s), 3*s, 2*s); len(vs)+len(gaps) != 0 {
+		t.Errorf("beside a server restart: gaps %v, violations %v; want it not judged", gaps, vs)
+	}
+}
+
+// TestWaitersOrder: the longest waiting comes first; one that got the
+// mutex or left no longer waits.
+func TestWaitersOrder(t *testing.T) {
+	h := NewHistory()
+	h.Waiting("m", "b", 2*time.Second)
+	h.Waiting("m", "a", time.Second)
+	h.Waiting("m", "c", 3*time.Second)
+	h.Waiting("other", "d", 0)
+	h.Waiting("m", "c", -1)
+	if got := h.Waiters("m"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("waiters %v, want [a b]", got)
 	}
 }

@@ -27,6 +27,9 @@ const (
 	envStore  = "SIMBA_CHAOS_STORE"  // postgres, mysql, sqlite, redis, redis-cluster, zookeeper
 	envTarget = "SIMBA_CHAOS_TARGET" // DSN, address, or a comma list (see childStore)
 	envRoot   = "SIMBA_CHAOS_ROOT"   // Redis key prefix or ZooKeeper root
+	// envSession is the ZooKeeper session timeout to ask for (default
+	// ttl + transition).
+	envSession = "SIMBA_CHAOS_SESSION"
 )
 
 // child returns the command of a contender process: this test binary,
@@ -90,7 +93,14 @@ func childStore() (lease.Store, []lease.Option, func(), error) {
 		}
 		return s, nil, func() { s.Close(); c.Close() }, nil
 	case "zookeeper":
-		const session = realTTL + realTr
+		session := realTTL + realTr
+		if v := os.Getenv(envSession); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("%s: %w", envSession, err)
+			}
+			session = d
+		}
 		conn, err := dialZK(context.Background(), strings.Split(target, ","), session)
 		if err != nil {
 			return nil, nil, nil, err

@@ -14,8 +14,10 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -56,6 +58,22 @@ type History struct {
 	mu    sync.Mutex
 	holds []*Hold
 	stops []stop
+	waits map[string]wait // by client: who waits for a grant, since when
+	steps []Detection
+}
+
+// wait is a contender's wait for a grant of mutex, since when it asked.
+type wait struct {
+	mutex string
+	since time.Duration
+}
+
+// Detection is a server clock step that a contender's Manager reported
+// (its "clock_step" log event), on the run's clock.
+type Detection struct {
+	Client  string
+	At      time.Duration
+	Forward bool
 }
 
 // NewHistory starts the run's clock on the time package's monotonic clock
@@ -114,6 +132,51 @@ func (h *History) End(hd *Hold, done time.Duration, lost bool) {
 	if hd.Done == Open {
 		hd.Done, hd.Lost = done, lost
 	}
+}
+
+// Waiting records that client asked for mutex at since and waits for it
+// (queued in the store while it is refused), or, with since < 0, that it
+// no longer waits.
+func (h *History) Waiting(mutex, client string, since time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if since < 0 {
+		delete(h.waits, client)
+		return
+	}
+	if h.waits == nil {
+		h.waits = map[string]wait{}
+	}
+	h.waits[client] = wait{mutex, since}
+}
+
+// Waiters returns the clients waiting for mutex, the longest waiting (the
+// head of a fair queue) first.
+func (h *History) Waiters(mutex string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ws []string
+	for c, w := range h.waits {
+		if w.mutex == mutex {
+			ws = append(ws, c)
+		}
+	}
+	slices.SortFunc(ws, func(a, b string) int { return cmp.Compare(h.waits[a].since, h.waits[b].since) })
+	return ws
+}
+
+// ClockStep records a server clock step that client's Manager detected.
+func (h *History) ClockStep(client string, at time.Duration, forward bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.steps = append(h.steps, Detection{client, at, forward})
+}
+
+// Detections returns the clock steps detected so far.
+func (h *History) Detections() []Detection {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.steps)
 }
 
 // Holder returns the client of an open hold of mutex, "" when none.

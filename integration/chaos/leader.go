@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,18 +20,26 @@ const (
 	actAbandon = iota + 1
 	// actStopInside: the callback stops its own Contender.
 	actStopInside
+	// actCloseInside: the callback closes its own Manager; RunLeader
+	// then contends through a new one (Worker.NewManager).
+	actCloseInside
 )
 
 // leaderState is what the nemesis needs of a worker's current Contender.
 type leaderState struct {
 	mu       sync.Mutex
 	c        *lease.Contender
-	leading  bool
+	leading  int // callbacks running (an abandoned one may run beside the next)
 	act      atomic.Int32
 	stuck    atomic.Int64  // how long an abandoned callback works on, unaware
 	again    chan struct{} // a Stop ended the Contender: contend again
 	poke     chan struct{} // an act is asked for: the callback stops thinking
 	stuckNow chan struct{} // the callback took actAbandon
+	closed   bool          // the callback closed the Manager (RunLeader's goroutine)
+	// abandoned: Abandon's Stop gave the grant up while the callback
+	// still ran; RunLeader contends again at once, beside it.
+	abandoned atomic.Bool
+	errs      []Violation // of the worker's own checks, under mu
 }
 
 // init makes the channels; before RunLeader and the nemesis start.
@@ -50,12 +59,15 @@ func (w *Worker) RunLeader(ctx context.Context) {
 		sent := w.History.Now()
 		var c *lease.Contender
 		ready := make(chan struct{})
+		w.History.Waiting(w.Mutex, w.Name, sent)
 		c, err := w.Manager.Contend(w.Mutex, lease.Callbacks{OnAcquired: func(lctx context.Context, l *lease.Lease) {
 			<-ready
+			w.History.Waiting(w.Mutex, w.Name, -1)
 			w.lead(lctx, l, c, sent)
 		}})
 		close(ready)
 		if err != nil {
+			w.History.Waiting(w.Mutex, w.Name, -1)
 			if !sleep(ctx, 10*time.Millisecond) {
 				return
 			}
@@ -72,7 +84,27 @@ func (w *Worker) RunLeader(ctx context.Context) {
 		st.c = nil
 		st.mu.Unlock()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = c.Stop(sctx) // idempotent; after an abandon it waits for the callback
+		if !st.abandoned.Swap(false) {
+			// Idempotent. After an abandon it would wait for the
+			// callback: instead the next Contender contends beside it
+			// (the Manager must not hand it the abandoned grant's
+			// token), and Close waits for it at the end.
+			_ = c.Stop(sctx)
+		}
+		w.History.Waiting(w.Mutex, w.Name, -1)
+		if st.closed { // by the callback: wait for it to end, then a new Manager
+			st.closed = false
+			_ = w.Manager.Close(sctx)
+			m, err := w.NewManager()
+			for err != nil && sleep(ctx, 100*time.Millisecond) {
+				m, err = w.NewManager()
+			}
+			if err != nil {
+				cancel()
+				return
+			}
+			w.Manager = m
+		}
 		cancel()
 	}
 }
@@ -88,11 +120,11 @@ func (w *Worker) lead(lctx context.Context, l *lease.Lease, c *lease.Contender, 
 		w.History.End(hd, w.History.Now(), errors.Is(l.Err(), lease.ErrLost))
 	}()
 	st.mu.Lock()
-	st.leading = true
+	st.leading++
 	st.mu.Unlock()
 	defer func() {
 		st.mu.Lock()
-		st.leading = false
+		st.leading--
 		st.mu.Unlock()
 		<-told
 	}()
@@ -112,9 +144,22 @@ func (w *Worker) lead(lctx context.Context, l *lease.Lease, c *lease.Contender, 
 		case <-st.poke:
 			t.Stop()
 		}
+		// A resigning leader's Stop or Close gets a context of its own,
+		// as a user's would (the leader's context ends with the Stop).
+		sctx, cancel := context.WithTimeout(context.Background(), 10*insideBound)
+		defer cancel()
 		switch st.act.Swap(0) {
 		case actStopInside:
-			_ = c.Stop(lctx) // returns at once from inside a callback
+			t0 := time.Now()
+			_ = c.Stop(sctx) // returns at once from inside a callback
+			w.inside("Contender.Stop", time.Since(t0))
+			w.signalAgain()
+			return
+		case actCloseInside:
+			t0 := time.Now()
+			_ = w.Manager.Close(sctx) // returns at once from inside a callback
+			w.inside("Manager.Close", time.Since(t0))
+			st.closed = true // read by RunLeader after Stop waited for us
 			w.signalAgain()
 			return
 		case actAbandon:
@@ -129,6 +174,32 @@ func (w *Worker) lead(lctx context.Context, l *lease.Lease, c *lease.Contender, 
 			_ = w.Fenced.Write(w.Name, tok, fv+1)
 		}
 	}
+}
+
+// insideBound is how long a Stop or Close called from inside a callback
+// may take: it must return at once, not wait for the callback that
+// calls it (issue 14's hang), whatever the machine's load.
+const insideBound = time.Second
+
+// inside records a violation when call, made from inside the leader's
+// callback, took longer than insideBound.
+func (w *Worker) inside(call string, took time.Duration) {
+	if took <= insideBound {
+		return
+	}
+	st := &w.leader
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.errs = append(st.errs, violation("S16", "%s: %s from inside its callback took %v (it must return at once: bound %v)",
+		w.Name, call, took.Round(time.Millisecond), insideBound))
+}
+
+// Errs returns the violations of the worker's own checks.
+func (w *Worker) Errs() []Violation {
+	st := &w.leader
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Clone(st.errs)
 }
 
 func (w *Worker) signalAgain() {
@@ -147,7 +218,7 @@ func (w *Worker) Abandon(d time.Duration) (bool, error) {
 	st.mu.Lock()
 	c, leading := st.c, st.leading
 	st.mu.Unlock()
-	if c == nil || !leading {
+	if c == nil || leading == 0 {
 		return false, nil
 	}
 	select { // a left-over from an Abandon that gave up
@@ -166,6 +237,9 @@ func (w *Worker) Abandon(d time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	err := c.Stop(ctx)
+	if err != nil {
+		st.abandoned.Store(true)
+	}
 	w.signalAgain()
 	return true, err
 }
@@ -175,6 +249,21 @@ func (w *Worker) Abandon(d time.Duration) (bool, error) {
 func (w *Worker) StopInside() {
 	w.leader.act.Store(actStopInside)
 	w.pokeLeader()
+}
+
+// CloseInside makes the worker's leader callback close its own Manager
+// at its next cycle (RunLeader goes on with a new one).
+func (w *Worker) CloseInside() {
+	w.leader.act.Store(actCloseInside)
+	w.pokeLeader()
+}
+
+// Leading reports whether the worker's leader callback runs.
+func (w *Worker) Leading() bool {
+	st := &w.leader
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.leading > 0
 }
 
 func (w *Worker) pokeLeader() {

@@ -107,7 +107,7 @@ func (p *proc) terminate() error {
 		// before its handler is in place (the runtime's start-up).
 		young := time.Since(p.spawned) < 5*time.Second && strings.Contains(fmt.Sprint(p.exitErr), "signal: terminated")
 		if p.exitErr != nil && !p.killed() && !young {
-			return fmt.Errorf("exit: %w (log: %s)", p.exitErr, p.log)
+			return fmt.Errorf("exit: %w (log: %s, which ends: %q)", p.exitErr, p.log, logTail(p.log))
 		}
 		return nil
 	case <-time.After(20 * time.Second):
@@ -170,4 +170,14 @@ func ChildMain(newStore func() (lease.Store, []lease.Option, func(), error)) int
 		return fail(err)
 	}
 	return 0
+}
+
+// logTail returns the last few hundred bytes of a contender process's
+// log (the run's directory is removed when the campaign ends).
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(0, len(b)-400):])
 }

@@ -20,6 +20,7 @@ import (
 //	E client token done lost(0|1)  → ok          the holder learned it ended
 //	R f|u client token             → v value | x error
 //	W f|u client token value       → ok | x error
+//	A client since                 → ok          it waits (since < 0: no longer)
 //
 // Times are on the run's clock, which every process reads from the
 // system's monotonic clock ([SystemClock] minus the run's start).
@@ -93,7 +94,11 @@ func (hub *Hub) accept() {
 // Stopped).
 func (hub *Hub) serve(c net.Conn) {
 	open := map[uint64]*Hold{} // by token
+	waiters := map[string]bool{}
 	defer func() {
+		for c := range waiters { // its process is gone
+			hub.h.Waiting(hub.mutex, c, -1)
+		}
 		for _, hd := range open {
 			hub.h.End(hd, hub.h.Now(), true)
 		}
@@ -108,7 +113,11 @@ func (hub *Hub) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		reply, err := hub.handle(strings.Fields(line), open)
+		f := strings.Fields(line)
+		if len(f) > 1 && f[0] == "A" {
+			waiters[f[1]] = true
+		}
+		reply, err := hub.handle(f, open)
 		if err != nil {
 			hub.mu.Lock()
 			hub.errs = append(hub.errs, fmt.Errorf("chaos: hub: %q: %w", strings.TrimSpace(line), err))
@@ -132,6 +141,13 @@ func (hub *Hub) handle(f []string, open map[uint64]*Hold) (string, error) {
 		return "", errors.New("short request")
 	}
 	switch f[0] {
+	case "A":
+		t, err := num(2)
+		if err != nil {
+			return "", err
+		}
+		hub.h.Waiting(hub.mutex, f[1], time.Duration(t))
+		return "ok", nil
 	case "B", "E":
 		tok, err1 := num(2)
 		t, err2 := num(3)
@@ -238,6 +254,12 @@ func (rm *Remote) End(hd *Hold, done time.Duration, lost bool) {
 		l = 1
 	}
 	_, _ = rm.call("E %s %d %d %d", hd.Client, hd.Token, int64(done), l)
+}
+
+// Waiting records at the hub that client waits since since (< 0: no
+// longer).
+func (rm *Remote) Waiting(_, client string, since time.Duration) {
+	_, _ = rm.call("A %s %d", client, int64(since))
 }
 
 // Fenced returns the hub's fenced register.

@@ -20,6 +20,9 @@ type Recorder interface {
 	Now() time.Duration
 	Begin(mutex, client string, token uint64, sent, acquired time.Duration) *Hold
 	End(hd *Hold, done time.Duration, lost bool)
+	// Waiting records that client asked for mutex at since and waits,
+	// or with since < 0 that it no longer waits.
+	Waiting(mutex, client string, since time.Duration)
 }
 
 // Worker is one contender of a campaign: it loops acquire, read–sleep–write
@@ -37,6 +40,10 @@ type Worker struct {
 
 	// Lead runs the worker through a Contender ([Worker.RunLeader]).
 	Lead bool
+	// NewManager makes the worker a new Manager (with its store client
+	// and contender id) after its callback closed the last one; only a
+	// Lead worker needs it.
+	NewManager func() (*lease.Manager, error)
 
 	pause  pauser
 	leader leaderState
@@ -48,7 +55,9 @@ func (w *Worker) Run(ctx context.Context) int {
 	done := 0
 	for ctx.Err() == nil {
 		sent := w.History.Now()
+		w.History.Waiting(w.Mutex, w.Name, sent)
 		l, err := w.Manager.Acquire(ctx, w.Mutex)
+		w.History.Waiting(w.Mutex, w.Name, -1)
 		if err != nil {
 			if !sleep(ctx, 10*time.Millisecond) { // the store is away: try again
 				return done

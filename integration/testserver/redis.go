@@ -231,6 +231,14 @@ func deleteRedisKeys(t testing.TB, addrs []string, prefix string) {
 // snapshot. The snapshot is removed once loaded, so a later Restart comes
 // back empty again.
 func (s *RedisServer) RestartFromSnapshot(ctx context.Context) error {
+	return s.RestartFromSnapshotAfter(ctx, 0, nil)
+}
+
+// RestartFromSnapshotAfter is RestartFromSnapshot with the server serving
+// for during between the snapshot and the stop: what it was written then
+// (a grant, say) is lost. beforeStop, when not nil, runs just before the
+// stop.
+func (s *RedisServer) RestartFromSnapshotAfter(ctx context.Context, during time.Duration, beforeStop func()) error {
 	if s.dir == "" {
 		return fmt.Errorf("%w: %s: not a PrivateRedis", ErrNotControllable, s.Process)
 	}
@@ -239,6 +247,13 @@ func (s *RedisServer) RestartFromSnapshot(ctx context.Context) error {
 		defer c.Close()
 		if err := c.Save(ctx).Err(); err != nil {
 			return fmt.Errorf("testserver: %s: SAVE: %w", s.Process, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(during):
+		}
+		if beforeStop != nil {
+			beforeStop()
 		}
 		_ = c.ShutdownNoSave(ctx).Err() // the connection closes: no reply
 		return nil
@@ -255,6 +270,12 @@ func (s *RedisServer) RestartFromSnapshot(ctx context.Context) error {
 // file; then it turns the file off, so that a later Restart comes back
 // empty again.
 func (s *RedisServer) CrashWithAOF(ctx context.Context, during time.Duration) error {
+	return s.CrashWithAOFAfter(ctx, during, nil)
+}
+
+// CrashWithAOFAfter is CrashWithAOF with beforeKill, when not nil, run
+// just before the kill.
+func (s *RedisServer) CrashWithAOFAfter(ctx context.Context, during time.Duration, beforeKill func()) error {
 	if s.dir == "" {
 		return fmt.Errorf("%w: %s: not a PrivateRedis", ErrNotControllable, s.Process)
 	}
@@ -284,6 +305,9 @@ func (s *RedisServer) CrashWithAOF(ctx context.Context, during time.Duration) er
 	select {
 	case <-ctx.Done():
 	case <-time.After(during):
+	}
+	if beforeKill != nil {
+		beforeKill()
 	}
 	if err := s.restartWith(syscall.SIGKILL, nil, "--appendonly", "yes", "--appendfsync", "everysec"); err != nil {
 		return err

@@ -1,0 +1,190 @@
+package chaos
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Planting the bugs of the safety issue (14) back, one at a time: each
+// plant patches a copy of a source file of the library, which
+// `go test -c -overlay` compiles into a campaign binary in place of the
+// original (no hook in the library), and runs the campaign on the set-up
+// that can show it, drawing the faults that reach it. The campaign must
+// fail. `make chaos-plants` runs them all (CHAOS_PLANTS picks some).
+//
+// Each patch names an exact piece of today's source; when the code
+// changes, the piece is gone and the plant fails loudly until it is
+// pointed at the new code.
+var chaosPlants = flag.String("chaos.plants", "", "plant these bugs of issue 14 back, one at a time (a regular expression of their names), and check that the campaign fails on each")
+
+// plant is one bug of issue 14 put back, and the campaign that must
+// catch it.
+type plant struct {
+	name, bug string
+	patches   []sourcePatch
+	setup     string        // a set-up of TestCampaign
+	faults    string        // -chaos.faults: the faults that reach the bug
+	run       time.Duration // -chaos.duration
+}
+
+// sourcePatch replaces old, which must occur exactly once in file (a path
+// from the repository's root), by new.
+type sourcePatch struct{ file, old, new string }
+
+// Not planted: issue 14's item 5 (zkstore believed the session timeout it
+// asked for). Its fix replaced the design — sessions read off the wire,
+// grants that live with the session — and a store that believes three
+// times the negotiated timeout (zkstore/wire.go, connected) is masked:
+// the waiters' stores believe it too and hold a dead session's node back
+// as long (25 episodes of black holes, resets and SIGSTOP on
+// zookeeper-capped, no violation). Item 4 (a grant dead on arrival
+// retried in a loop) cannot run here: the fixed NewManager refuses the
+// timings that make it (lease.ErrGrantTooShort), so no set-up has them;
+// lease's TestShortGrantIsNeverRetriedInALoop and TestNewManagerRefusesAGrantLimitBelowTheMargin guard it. Item 7 (MySQL's doorbell
+// re-arm race) and item 8 (Redis tokens from the server's clock, a
+// documented assumption) are not planted either: see the report.
+var plants = []plant{
+	{
+		name: "redis-restart-holdback",
+		bug:  "item 1: after a restart from persisted data, Redis holds a mutex back only when it has no record of it",
+		patches: []sourcePatch{{"redisstore/acquire.lua",
+			"    if now < START + span then\n",
+			"    if not r and now < START + span then -- planted: only without a record\n"}},
+		setup: "redis", faults: "RDB|AOF", run: 90 * time.Second,
+	},
+	{
+		name: "abandoned-token-reuse",
+		bug:  "item 2: an abandoned grant is neither waited for nor refused: the next Acquire of the Manager gets it again, same token",
+		patches: []sourcePatch{
+			{"lease/end.go",
+				"\ts.m.abandon(s.name, until) // before the slot is free: no attempt may precede it\n",
+				"\t_ = until // planted: no wait for the abandoned grant to lapse\n"},
+			{"lease/end.go",
+				"\ts.endLocked(l, ErrReleased, l.token)\n\ts.m.lost(l, causeStopped, \"\")",
+				"\ts.endLocked(l, ErrReleased, 0) // planted: its token is not refused\n\ts.m.lost(l, causeStopped, \"\")"},
+		},
+		setup: "postgres", faults: "Contender.Stop whose", run: 60 * time.Second,
+	},
+	{
+		name: "stop-inside-waits",
+		bug:  "item 3: Stop and Close from inside a callback wait for the callback that calls them",
+		patches: []sourcePatch{{"lease/contend.go",
+			"\tif c.inside(goid()) {\n",
+			"\tif false && c.inside(goid()) { // planted: wait for our own callback\n"}},
+		setup: "postgres", faults: "from inside", run: 60 * time.Second,
+	},
+	{
+		name: "redis-dead-head-stall",
+		bug:  "item 6: a release reserves the mutex for the head waiter for its whole queue span, dead or alive",
+		patches: []sourcePatch{{"redisstore/lib.lua",
+			"    if span < win then win = span end\n",
+			"    win = span -- planted: reserved for the waiter's whole span\n"}},
+		setup: "redis", faults: "head of the queue", run: 90 * time.Second,
+	},
+}
+
+// violationLine is a line of the campaign's output that reports a
+// violation of an invariant.
+var violationLine = regexp.MustCompile(`^\s*\w+_test\.go:\d+: (I\d|S\d+|setup): `)
+
+// TestPlantedBugs: with each planted bug, the campaign fails, and the
+// violations it reports are logged.
+func TestPlantedBugs(t *testing.T) {
+	if *chaosPlants == "" {
+		t.Skip("-chaos.plants names the planted bugs to run (make chaos-plants)")
+	}
+	pick, err := regexp.Compile(*chaosPlants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range plants {
+		if !pick.MatchString(pl.name) {
+			continue
+		}
+		t.Run(pl.name, func(t *testing.T) {
+			bin := buildPlant(t, root, pl)
+			args := []string{"-test.run", "^TestCampaign$/^" + pl.setup + "$", "-test.v", "-test.count=1",
+				"-chaos.duration", pl.run.String(), "-chaos.faults", pl.faults}
+			if strings.HasPrefix(pl.setup, "zookeeper") {
+				args = append(args, "-chaos.zookeeper")
+			}
+			cmd := exec.CommandContext(t.Context(), bin, args...)
+			cmd.Env = append(os.Environ(), "SIMBA_TEST_DOCKER=0")
+			out, err := cmd.CombinedOutput()
+			var found []string
+			for _, line := range strings.Split(string(out), "\n") {
+				if violationLine.MatchString(line) {
+					found = append(found, strings.TrimSpace(line))
+				}
+			}
+			t.Logf("%s (%s): %d violation lines, exit %v", pl.name, pl.bug, len(found), err)
+			for _, line := range found {
+				t.Log(line)
+			}
+			if err == nil || len(found) == 0 {
+				t.Errorf("the campaign on %s (faults %q, %v) did not catch the planted bug %s:\n%s", pl.setup, pl.faults, pl.run, pl.bug, tail(string(out), 40))
+			}
+		})
+	}
+}
+
+// buildPlant compiles this package's tests with pl's patches into a
+// binary and returns its path.
+func buildPlant(t *testing.T, root string, pl plant) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{}
+	for _, p := range pl.patches {
+		src, ok := files[p.file]
+		if !ok {
+			b, err := os.ReadFile(filepath.Join(root, p.file))
+			if err != nil {
+				t.Fatalf("plant %q: %v", pl.name, err)
+			}
+			src = string(b)
+		}
+		if n := strings.Count(src, p.old); n != 1 {
+			t.Fatalf("plant %q: site not found: %s has %d copies of %q, want 1; the code changed: point the plant at it again", pl.name, p.file, n, p.old)
+		}
+		files[p.file] = strings.Replace(src, p.old, p.new, 1)
+	}
+	replace := map[string]string{}
+	for file, src := range files {
+		copyPath := filepath.Join(dir, strings.ReplaceAll(file, "/", "_"))
+		if err := os.WriteFile(copyPath, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		replace[filepath.Join(root, file)] = copyPath
+	}
+	overlay, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlayPath := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayPath, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "plant.test")
+	cmd := exec.CommandContext(t.Context(), "go", "test", "-c", "-o", bin, "-overlay", overlayPath, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("plant %q does not build (%v):\n%s", pl.name, err, out)
+	}
+	return bin
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n") + fmt.Sprintf("\n(%d lines)", len(lines))
+}
