@@ -71,6 +71,10 @@
 //   - CloseReleases, NoGoroutineLeak: the Manager's lifecycle.
 //   - OddNames, OddIDs, InvalidNames: names and contender ids a store must
 //     keep apart, and names every call refuses.
+//   - List: a store that is a [lease.Lister] lists every grant live before
+//     the listing began, with its owner and token, and no grant released
+//     before it, with pages of any size; a limit that is not positive is
+//     refused.
 //
 // Every case uses mutex names of its own ("tck/<case>/<label>/<random>"), so
 // cases share one store namespace and run in parallel (unless

@@ -160,6 +160,8 @@ var cases = []tcase{
 	{name: "OddNames", run: caseOddNames},
 	{name: "OddIDs", run: caseOddIDs},
 	{name: "InvalidNames", run: caseInvalidNames},
+	// Listing, for a store that is a lease.Lister (cases_list.go).
+	{name: "List", run: caseList},
 }
 
 func (h Harness) withDefaults() Harness {
