@@ -22,8 +22,8 @@ const rounds = 5
 // Manager keeps calling (see the package documentation). Otherwise the
 // record names the owner, and the node ahead is watched.
 //
-// Requests: 2 for a free mutex (create, list; 3 with the creation of the
-// mutex's znode, see createListed), in one round trip, none when the node was
+// Requests: 2 for a free mutex (create, list; one round trip when the
+// mutex's znode was seen lately, see createListed), none when the node was
 // already seen first in line (a waiter whose turn came, a retried
 // Acquire), 1 for the next in line polling (list), none for a waiter
 // further back whose Watch subscription keeps an eye on the node ahead:
@@ -232,19 +232,19 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 	return s.listed(ctx, dir, k)
 }
 
-// createListed creates k's node and lists (and watches) the queue. The
-// listing goes out right behind the create, as soon as the create's
-// request was written (and the create right behind the creation of the
-// mutex's znode, unless the Store created a node in it lately): the
-// server runs a session's requests in order, so all take one round trip.
-// The listing is used only if it shows the new node, and so every node
+// createListed creates k's node and lists (and watches) the queue. When
+// the mutex's znode was there lately, the listing goes out right behind
+// the create, as soon as the create's request was written: the server
+// runs a session's requests in order, so both take one round trip. The
+// listing is used only if it shows the new node, and so every node
 // created before it (that one alone makes the first-in-line check
 // safe); else the queue is listed again after the create.
 func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant, start time.Time) (*node, queue, <-chan zk.Event, error) {
 	if !s.knownDir(dir) {
-		if err := s.aheadDir(ctx, dir); err != nil {
+		if n, err := s.create(ctx, dir, k, g, start); err != nil || n == nil {
 			return nil, queue{}, nil, err
 		}
+		return s.listed(ctx, dir, k)
 	}
 	type listing struct {
 		names []string
@@ -293,29 +293,6 @@ func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant
 		}
 	}
 	return s.listed(ctx, dir, k) // it went out before the create, or failed
-}
-
-// aheadDir sends the creation of the mutex's znode dir (a container,
-// refused when it exists) and returns once its request went out: the
-// create and the listing sent next run after it, so a first Acquire takes
-// one round trip too. The outcome does not matter: a create that still
-// finds no dir makes it (and the root) as before.
-func (s *Store) aheadDir(ctx context.Context, dir string) error {
-	sent, stop := s.sess.tap.awaitCreate(dir)
-	defer stop()
-	done := make(chan struct{})
-	s.trips.Add(1)
-	go func() {
-		defer close(done)
-		_, _ = s.sess.conn.CreateContainer(dir, nil, zk.FlagContainer, s.acl)
-	}()
-	select {
-	case <-sent:
-	case <-done: // a connection the tap cannot follow
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	return nil
 }
 
 // errNotCreated ends a listing meant to follow a create that failed.

@@ -102,13 +102,13 @@
 // # Cost
 //
 // Requests per call (go test -bench . ./zkstore/ in the integration
-// module): an uncontended Acquire 2 (create, list), 3 when the Store has
-// not created a node in the mutex's znode lately (the znode's creation,
-// refused when it exists, goes first), all in one round trip: each goes
-// out right behind the one before, which the server runs first. Renew
-// none (a listing after the queue changed, to notice a node deleted by
-// hand), Release 1 (delete), the Acquire of a waiter whose turn came
-// none (its subscription saw the turn come), a poll 1 (list) by the next in line and none by waiters further
+// module): an uncontended Acquire 2 (create, list; 4 the first time,
+// creating the mutex's znode) in one round trip once the Store knows the
+// mutex's znode (the listing goes out right behind the create, which the
+// server runs first), Renew none (a listing after the queue
+// changed, to notice a node deleted by hand), Release 1 (delete), the
+// Acquire of a waiter whose turn came none (its subscription saw the turn
+// come), a poll 1 (list) by the next in line and none by waiters further
 // back, Get 3 (sync, list, read). A hand-off costs 2: the delete, and one
 // listing by the next waiter, after its turn when the node ahead of it
 // owned the mutex (the watch's event says enough), before it otherwise.
