@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -21,7 +22,8 @@ const rounds = 5
 // Manager keeps calling (see the package documentation). Otherwise the
 // record names the owner, and the node ahead is watched.
 //
-// Requests: 2 for a free mutex (create, list), none when the node was
+// Requests: 2 for a free mutex (create, list; one round trip when the
+// mutex's znode was seen lately, see createListed), none when the node was
 // already seen first in line (a waiter whose turn came, a retried
 // Acquire), 1 for the next in line polling (list), none for a waiter
 // further back whose Watch subscription keeps an eye on the node ahead:
@@ -208,10 +210,7 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 	n, _ := s.current(k)
 	if n == nil && !s.inDoubt(k) {
 		// No node of ours: create one, then see where it stands.
-		if n, err := s.create(ctx, dir, k, g, start); err != nil || n == nil {
-			return nil, queue{}, nil, err
-		}
-		return s.listed(ctx, dir, k)
+		return s.createListed(ctx, dir, k, g, start)
 	}
 	q, err := s.list(ctx, dir)
 	if err != nil {
@@ -231,6 +230,97 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 		}
 	}
 	return s.listed(ctx, dir, k)
+}
+
+// createListed creates k's node and lists (and watches) the queue. When
+// the mutex's znode was there lately, the listing goes out right behind
+// the create, as soon as the create's request was written: the server
+// runs a session's requests in order, so both take one round trip. The
+// listing is used only if it shows the new node, and so every node
+// created before it (that one alone makes the first-in-line check
+// safe); else the queue is listed again after the create.
+func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant, start time.Time) (*node, queue, <-chan zk.Event, error) {
+	if !s.knownDir(dir) {
+		if n, err := s.create(ctx, dir, k, g, start); err != nil || n == nil {
+			return nil, queue{}, nil, err
+		}
+		return s.listed(ctx, dir, k)
+	}
+	type listing struct {
+		names []string
+		w     <-chan zk.Event
+		err   error
+	}
+	sent, stop := s.sess.tap.awaitCreate(dir + "/" + prefixOf(k.contender))
+	created := make(chan struct{})
+	var made atomic.Bool // set before created is closed
+	res := make(chan listing, 1)
+	go func() {
+		defer stop()
+		select {
+		case <-sent:
+		case <-created: // a connection the tap cannot follow, or a failed create
+			if !made.Load() {
+				res <- listing{err: errNotCreated}
+				return
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			res <- listing{err: err}
+			return
+		}
+		s.trips.Add(1)
+		var l listing
+		l.names, _, l.w, l.err = s.sess.conn.ChildrenW(dir)
+		res <- l
+	}()
+	n, err := s.create(ctx, dir, k, g, start)
+	made.Store(err == nil && n != nil)
+	close(created)
+	if err != nil || n == nil {
+		return nil, queue{}, nil, err // the listing ends in the background
+	}
+	var l listing
+	select {
+	case l = <-res:
+	case <-ctx.Done():
+		return nil, queue{}, nil, context.Cause(ctx)
+	}
+	if l.err == nil {
+		q := newQueue(dir, l.names)
+		if cur, _ := s.current(k); cur != nil && cur.path == n.path && q.has(path.Base(n.path)) {
+			return cur, q, l.w, nil
+		}
+	}
+	return s.listed(ctx, dir, k) // it went out before the create, or failed
+}
+
+// errNotCreated ends a listing meant to follow a create that failed.
+var errNotCreated = errors.New("zkstore: the create failed")
+
+// knownDir reports whether a create went into dir lately.
+func (s *Store) knownDir(dir string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.dirs[dir]
+	return ok
+}
+
+// maxDirs bounds the mutex znodes a Store remembers (see knownDir).
+const maxDirs = 4096
+
+// sawDir records that dir exists (ok) or is missing.
+func (s *Store) sawDir(dir string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok {
+		delete(s.dirs, dir)
+		return
+	}
+	if len(s.dirs) >= maxDirs {
+		clear(s.dirs)
+	}
+	s.dirs[dir] = struct{}{}
 }
 
 // listed lists (and watches) the queue after k's node was made or found;
@@ -319,6 +409,7 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 		})
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
+			s.sawDir(dir, false)
 			s.setDoubt(k, false) // refused: nothing was created
 			if err := s.makeDir(ctx, dir); err != nil {
 				return nil, err
@@ -327,6 +418,7 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 		case err != nil:
 			return nil, err
 		}
+		s.sawDir(dir, true)
 		return n, nil // nil: the session changed meanwhile; look again
 	}
 	return nil, fmt.Errorf("the znode %s kept disappearing", dir)

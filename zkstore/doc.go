@@ -103,7 +103,9 @@
 //
 // Requests per call (go test -bench . ./zkstore/ in the integration
 // module): an uncontended Acquire 2 (create, list; 4 the first time,
-// creating the mutex's znode), Renew none (a listing after the queue
+// creating the mutex's znode) in one round trip once the Store knows the
+// mutex's znode (the listing goes out right behind the create, which the
+// server runs first), Renew none (a listing after the queue
 // changed, to notice a node deleted by hand), Release 1 (delete), the
 // Acquire of a waiter whose turn came none (its subscription saw the turn
 // come), a poll 1 (list) by the next in line and none by waiters further

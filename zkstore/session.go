@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -153,6 +154,12 @@ type tap struct {
 
 	creates map[string]int64 // path → zxid of recent creates
 	order   []string         // keys of creates, oldest first
+
+	// Waiters for a create request to be written, by the path it asks
+	// for (see awaitCreate); awaiting counts them, so that the writer
+	// reads a create's path only when someone waits.
+	sendWaits map[string][]chan struct{}
+	awaiting  atomic.Int32
 }
 
 // maxCreates bounds the creates a tap remembers; a Store takes its own
@@ -160,7 +167,7 @@ type tap struct {
 const maxCreates = 256
 
 func newTap() *tap {
-	return &tap{changed: make(chan struct{}), ready: make(chan struct{}), creates: map[string]int64{}}
+	return &tap{changed: make(chan struct{}), ready: make(chan struct{}), creates: map[string]int64{}, sendWaits: map[string][]chan struct{}{}}
 }
 
 // sessionState is a snapshot of a tap.
@@ -263,6 +270,46 @@ func (t *tap) takeCreate(path string) (int64, bool) {
 	z, ok := t.creates[path]
 	delete(t.creates, path) // its key stays in order until evicted: harmless
 	return z, ok
+}
+
+// awaitCreate returns a channel closed once a create request of path (the
+// path asked for, before a sequence number is added) is written to the
+// conn, and a function to call when no longer waiting. A request queued
+// on the conn after that goes out behind the create, on the same
+// connection or a later one.
+func (t *tap) awaitCreate(path string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	t.mu.Lock()
+	t.sendWaits[path] = append(t.sendWaits[path], ch)
+	t.mu.Unlock()
+	t.awaiting.Add(1)
+	return ch, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		ws := t.sendWaits[path]
+		for i, w := range ws {
+			if w == ch {
+				t.sendWaits[path] = append(ws[:i:i], ws[i+1:]...)
+				if len(t.sendWaits[path]) == 0 {
+					delete(t.sendWaits, path)
+				}
+				t.awaiting.Add(-1)
+				return
+			}
+		}
+	}
+}
+
+// createSent wakes the waiters for a create request of path.
+func (t *tap) createSent(path string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ws := t.sendWaits[path]
+	delete(t.sendWaits, path)
+	for _, w := range ws {
+		close(w)
+	}
+	t.awaiting.Add(-int32(len(ws)))
 }
 
 func (t *tap) close() {

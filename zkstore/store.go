@@ -26,6 +26,7 @@ type Store struct {
 	mu   sync.Mutex
 	keys map[nodeKey]*keyState
 	dog  dogState
+	dirs map[string]struct{} // mutex znodes a create went into lately (guarded by mu)
 
 	trips atomic.Int64 // requests sent, for tests and benchmarks
 }
@@ -123,7 +124,7 @@ func New(sess *Session, opts ...Option) (*Store, error) {
 	if sess == nil || sess.conn == nil || sess.tap == nil {
 		return nil, fmt.Errorf("%w: zkstore: nil Session (make one with zkstore.Connect)", lease.ErrInvalidArgument)
 	}
-	s := &Store{sess: sess, root: DefaultRoot, acl: zk.WorldACL(zk.PermAll), keys: map[nodeKey]*keyState{}}
+	s := &Store{sess: sess, root: DefaultRoot, acl: zk.WorldACL(zk.PermAll), keys: map[nodeKey]*keyState{}, dirs: map[string]struct{}{}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: zkstore: nil Option", lease.ErrInvalidArgument)

@@ -52,7 +52,8 @@ func (f fakeServer) write(b []byte) {
 
 // TestTapWire: the tap swaps pings for syncs, reads the granted timeout
 // and session from the connect response, records the zxids of creates,
-// and moves the session's anchor to the heartbeat before the one just
+// tells who waits for a create's request that it went out, and moves
+// the session's anchor to the heartbeat before the one just
 // answered (the leader surely heard of that one), whatever the pieces the
 // replies arrive in.
 func TestTapWire(t *testing.T) {
@@ -116,10 +117,24 @@ func TestTapWire(t *testing.T) {
 		}
 	}
 
+	other, stopOther := tp.awaitCreate("/a/c-")
+	defer stopOther()
+	sent, stop := tp.awaitCreate("/a/b-")
+	defer stop()
 	create := frame(int32(5), int32(opCreate), "/a/b-", "", int32(0), int32(3))
 	write(create)
 	if got := srv.read(len(create)); !bytes.Equal(got, create) {
 		t.Fatalf("create sent as %x", got)
+	}
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Error("the create of /a/b- went out, its waiter was not told")
+	}
+	select {
+	case <-other:
+		t.Error("the waiter for a create of /a/c- was told of /a/b-")
+	default:
 	}
 	createReply := frame(int32(5), int64(0x1234), int32(0), "/a/b-0000000001")
 	go srv.write(createReply)
