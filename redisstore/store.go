@@ -47,6 +47,7 @@ type Store struct {
 	ring    *redis.Ring          // non-nil on a Ring
 	cfg     config
 	pubCmd  string // PUBLISH, or SPUBLISH on Redis Cluster
+	epoch   string // the epoch key outside Redis Cluster
 	log     *slog.Logger
 	hub     *hub
 	nodes   nodes  // the acquire script of each server's life
@@ -75,7 +76,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{c: client, cfg: cfg, pubCmd: "PUBLISH", log: cfg.logger}
+	s := &Store{c: client, cfg: cfg, pubCmd: "PUBLISH", epoch: cfg.prefix + "{~}:epoch", log: cfg.logger}
 	switch c := client.(type) {
 	case *redis.ClusterClient:
 		s.cluster, s.pubCmd = c, "SPUBLISH"
