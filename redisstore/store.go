@@ -48,10 +48,13 @@ type Store struct {
 	cfg     config
 	pubCmd  string // PUBLISH, or SPUBLISH on Redis Cluster
 	epoch   string // the epoch key outside Redis Cluster
-	log     *slog.Logger
-	hub     *hub
-	nodes   nodes  // the acquire script of each server's life
-	grants  grants // the Store's own live grants, for cheap renewals
+	// The scripts' constant arguments, boxed once (an int64 above 255
+	// put in an interface allocates on every call).
+	handoffArg, pubArg, keepArg any
+	log                         *slog.Logger
+	hub                         *hub
+	nodes                       nodes  // the acquire script of each server's life
+	grants                      grants // the Store's own live grants, for cheap renewals
 }
 
 // New returns a Store on client: a *redis.Client (standalone, or Sentinel
@@ -95,6 +98,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.handoffArg, s.pubArg, s.keepArg = ms(cfg.handoff), s.pubCmd, ms(cfg.keep)
 	s.hub = newHub(s)
 	return s, nil
 }
