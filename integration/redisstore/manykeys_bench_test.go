@@ -58,6 +58,33 @@ func serverCPU(tb testing.TB, c *redis.Client) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
+// commandTime returns the time the server at c spent running commands
+// called by clients (INFO commandstats: a script's time includes the
+// commands it runs, which are not counted again), less INFO's.
+func commandTime(tb testing.TB, c *redis.Client) time.Duration {
+	info, err := c.Info(bg, "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":")
+		if !ok || name == "info" {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				total += x
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Microsecond))
+}
+
 // lockFunc locks key for goroutine g and returns its unlock.
 type lockFunc func(ctx context.Context, g int, key string) (func() error, error)
 
@@ -66,6 +93,7 @@ type lockFunc func(ctx context.Context, g int, key string) (func() error, error)
 func runManyKeys(b *testing.B, direct *redis.Client, lock lockFunc) {
 	var done sync.WaitGroup
 	ops0, _ := serverOps(b, direct)
+	exec0 := commandTime(b, direct)
 	srv0, cpu0 := serverCPU(b, direct), cpuNow(b)
 	start := time.Now()
 	work := make(chan struct{}, manyKeysGs)
@@ -96,12 +124,14 @@ func runManyKeys(b *testing.B, direct *redis.Client, lock lockFunc) {
 	wall := time.Since(start)
 	cpu, srv := cpuNow(b)-cpu0, serverCPU(b, direct)-srv0
 	ops, _ := serverOps(b, direct)
+	exec := commandTime(b, direct) - exec0
 	if first != nil {
 		b.Fatal(first)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(cpu.Microseconds())/n, "client-µs/cycle")
 	b.ReportMetric(float64(srv.Microseconds())/n, "server-µs/cycle")
+	b.ReportMetric(float64(exec.Microseconds())/n, "exec-µs/cycle")
 	b.ReportMetric(float64(ops-ops0-1)/n, "cmds/cycle")
 	b.ReportMetric(n/wall.Seconds(), "cycles/s")
 }
