@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -99,12 +100,17 @@ func runManyKeys(b *testing.B, direct *redis.Client, lock lockFunc) {
 	work := make(chan struct{}, manyKeysGs)
 	var mu sync.Mutex
 	var first error
+	var slow atomic.Int64 // cycles of 100 ms or more
 	for g := range manyKeysGs {
 		done.Go(func() {
 			for range work {
+				t0 := time.Now()
 				unlock, err := lock(bg, g, "mk/"+strconv.Itoa(rand.IntN(manyKeysN)))
 				if err == nil {
 					err = unlock()
+				}
+				if time.Since(t0) >= 100*time.Millisecond {
+					slow.Add(1)
 				}
 				if err != nil {
 					mu.Lock()
@@ -134,6 +140,7 @@ func runManyKeys(b *testing.B, direct *redis.Client, lock lockFunc) {
 	b.ReportMetric(float64(exec.Microseconds())/n, "exec-µs/cycle")
 	b.ReportMetric(float64(ops-ops0-1)/n, "cmds/cycle")
 	b.ReportMetric(n/wall.Seconds(), "cycles/s")
+	b.ReportMetric(float64(slow.Load())/n, "slow-share")
 }
 
 // BenchmarkManyKeys: scenario (b) of bench/ for simba (a Manager per
