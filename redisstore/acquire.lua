@@ -30,7 +30,7 @@ local function flushed(now)
   return 0
 end
 
-local raw = redis.call('GET', KEYS[1])
+local raw = RAW -- read by the fast path
 local r
 if raw then r = decode(raw, KEYS[1]) end
 local now, now_us

@@ -1,10 +1,14 @@
 package redisstore
 
 import (
+	"encoding/base64"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestParseLife reads what the acquire script's life needs from INFO
@@ -54,6 +58,33 @@ func TestParseMessage(t *testing.T) {
 	for _, bad := range []string{"", "g", "g\x000\x00a", "g\x001\x00", "x\x00a\x00b\x001", "w\x00\x00n\x001", "r\x00h\x00n", "rr\x00h\x00n\x001"} {
 		if m, ok := parseMessage(bad); ok {
 			t.Errorf("parseMessage(%q) = %+v, want refused", bad, m)
+		}
+	}
+}
+
+// TestKeysOf: the keys made in one allocation are those the key layout
+// names, for any name, with and without a prefix, outside and on Redis
+// Cluster (whose epoch key follows the slot).
+func TestKeysOf(t *testing.T) {
+	single, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), WithKeyPrefix("app:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Store{single, cluster} {
+		for _, name := range []string{"a", "orders/42", "{x}:y", strings.Repeat("é", 127), strings.Repeat("z", 255)} {
+			base := s.cfg.prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(name)) + "}"
+			epoch := s.cfg.prefix + "{~}:epoch"
+			if s.cluster != nil {
+				epoch = s.cfg.prefix + "{~" + strconv.FormatUint(uint64(slotTags()[slotOf(base)]), 36) + "}:epoch"
+			}
+			want := keys{base + ":r", base + ":q", base + ":qe", base + ":ev", epoch}
+			if got := s.keysOf(name); got != want {
+				t.Errorf("keysOf(%q) = %q, want %q", name, got, want)
+			}
 		}
 	}
 }

@@ -3,7 +3,10 @@ package redisstore
 import (
 	"encoding/base64"
 	"strconv"
+	"strings"
 	"sync"
+
+	"github.com/simba-go/simba/lease"
 )
 
 // Key layout. All keys of one mutex share the hash tag {<base64url of the
@@ -30,9 +33,37 @@ import (
 // lib.lua), the channel last but one and the slot's epoch key last.
 type keys [5]string
 
+// keysOf returns the keys of mutex. The four keys of the mutex share one
+// allocation (on the hot path of every operation), outside Redis Cluster
+// the epoch key is the Store's one.
 func (s *Store) keysOf(mutex string) keys {
-	base := s.tagged(mutex)
-	return keys{base + ":r", base + ":q", base + ":qe", base + ":ev", s.epochKey(base)}
+	if len(mutex) > lease.MaxNameLength { // never for a valid name
+		base := s.tagged(mutex)
+		return keys{base + ":r", base + ":q", base + ":qe", base + ":ev", s.epochKey(base)}
+	}
+	var b strings.Builder
+	tag := base64.RawURLEncoding.EncodedLen(len(mutex))
+	baseLen := len(s.cfg.prefix) + tag + 2
+	b.Grow(4*baseLen + len(":r:q:qe:ev"))
+	var k keys
+	for i, suffix := range [4]string{":r", ":q", ":qe", ":ev"} {
+		from := b.Len()
+		if i == 0 {
+			b.WriteString(s.cfg.prefix)
+			b.WriteByte('{')
+			var src [lease.MaxNameLength]byte
+			var enc [(lease.MaxNameLength*4 + 2) / 3]byte
+			base64.RawURLEncoding.Encode(enc[:tag], src[:copy(src[:], mutex)])
+			b.Write(enc[:tag])
+			b.WriteByte('}')
+		} else {
+			b.WriteString(k[0][:baseLen]) // bytes written are never changed
+		}
+		b.WriteString(suffix)
+		k[i] = b.String()[from:]
+	}
+	k[4] = s.epochKey(k[0][:baseLen])
+	return k
 }
 
 // scriptKeys are the keys of every script but acquire's.
@@ -55,7 +86,7 @@ func (s *Store) channelOf(mutex string) string { return s.tagged(mutex) + ":ev" 
 // Cluster (a script may only touch keys of its own slot), else one.
 func (s *Store) epochKey(key string) string {
 	if s.cluster == nil {
-		return s.cfg.prefix + "{~}:epoch"
+		return s.epoch
 	}
 	return s.cfg.prefix + "{~" + strconv.FormatUint(uint64(slotTags()[slotOf(key)]), 36) + "}:epoch"
 }

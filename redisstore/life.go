@@ -153,7 +153,7 @@ func pinned(c *redis.Client) (*redis.Conn, func()) {
 // acquireText is the acquire script for the life runID begun at the
 // latest at start (server ms).
 func acquireText(runID string, start int64, guard bool) string {
-	return fmt.Sprintf("local LIFE, START, GUARD = '%s', %d, %t\n", runID, start, guard) + libLua + acquireLua
+	return fmt.Sprintf("local LIFE, START, GUARD = '%s', %d, %t\n", runID, start, guard) + acquireFastLua + libLua + acquireLua
 }
 
 // life is what INFO server says of a server's life.

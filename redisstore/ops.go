@@ -23,7 +23,7 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
 	}
 	k := s.keysOf(mutex)
-	args := []any{contender, ms(ttl), ms(transition), ms(s.cfg.handoff), s.pubCmd, ms(s.cfg.keep)}
+	args := []any{contender, ms(ttl), ms(transition), s.handoffArg, s.pubArg, s.keepArg}
 	sent := time.Now()
 	v, acks, err := s.runAcquire(ctx, k, args)
 	if err != nil {
@@ -121,7 +121,7 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 	}
 	k := s.keysOf(mutex)
 	v, err := s.run(ctx, releaseScript, k.scriptKeys(), contender, strconv.FormatUint(token, 10),
-		ms(s.cfg.handoff), s.pubCmd, ms(s.cfg.keep))
+		s.handoffArg, s.pubArg, s.keepArg)
 	if err != nil {
 		return fmt.Errorf("redisstore: release %q: %w", mutex, err)
 	}

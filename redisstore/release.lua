@@ -2,7 +2,7 @@
 -- window ms, publish command, retention ms. Returns 1 when the grant
 -- ended, else 0.
 local c, tok, win, cmd, keep = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-local raw = redis.call('GET', KEYS[1])
+local raw = RAW -- read by the fast path
 if not raw then return 0 end
 local r = decode(raw, KEYS[1])
 if r.q then dequeue(c) end

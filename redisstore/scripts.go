@@ -17,12 +17,19 @@ import (
 // The Lua scripts, one per operation, sharing lib.lua. Each runs
 // atomically on the server that owns the mutex's slot. Acquire's text is
 // made per server life (see life.go) and runs by EVALSHA only; the others
-// hold nothing of a life and run by EVALSHA with an EVAL fallback.
+// hold nothing of a life and run by EVALSHA with an EVAL fallback. Acquire
+// and release begin with a fast path for a mutex nobody waits for or
+// observes (acquirefast.lua, releasefast.lua), which returns before
+// lib.lua's helpers are made.
 var (
 	//go:embed lib.lua
 	libLua string
+	//go:embed acquirefast.lua
+	acquireFastLua string
 	//go:embed acquire.lua
 	acquireLua string
+	//go:embed releasefast.lua
+	releaseFastLua string
 	//go:embed release.lua
 	releaseLua string
 	//go:embed renew.lua
@@ -32,7 +39,7 @@ var (
 	//go:embed observe.lua
 	observeLua string
 
-	releaseScript = redis.NewScript(libLua + releaseLua)
+	releaseScript = redis.NewScript(releaseFastLua + libLua + releaseLua)
 	renewScript   = redis.NewScript(libLua + renewLua)
 	getScript     = redis.NewScript(libLua + getLua)
 	observeScript = redis.NewScript(libLua + observeLua)

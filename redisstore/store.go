@@ -47,10 +47,14 @@ type Store struct {
 	ring    *redis.Ring          // non-nil on a Ring
 	cfg     config
 	pubCmd  string // PUBLISH, or SPUBLISH on Redis Cluster
-	log     *slog.Logger
-	hub     *hub
-	nodes   nodes  // the acquire script of each server's life
-	grants  grants // the Store's own live grants, for cheap renewals
+	epoch   string // the epoch key outside Redis Cluster
+	// The scripts' constant arguments, boxed once (an int64 above 255
+	// put in an interface allocates on every call).
+	handoffArg, pubArg, keepArg any
+	log                         *slog.Logger
+	hub                         *hub
+	nodes                       nodes  // the acquire script of each server's life
+	grants                      grants // the Store's own live grants, for cheap renewals
 }
 
 // New returns a Store on client: a *redis.Client (standalone, or Sentinel
@@ -75,7 +79,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{c: client, cfg: cfg, pubCmd: "PUBLISH", log: cfg.logger}
+	s := &Store{c: client, cfg: cfg, pubCmd: "PUBLISH", epoch: cfg.prefix + "{~}:epoch", log: cfg.logger}
 	switch c := client.(type) {
 	case *redis.ClusterClient:
 		s.cluster, s.pubCmd = c, "SPUBLISH"
@@ -94,6 +98,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.handoffArg, s.pubArg, s.keepArg = ms(cfg.handoff), s.pubCmd, ms(cfg.keep)
 	s.hub = newHub(s)
 	return s, nil
 }

@@ -82,6 +82,28 @@ func TestSnapshotRestartHoldsBack(t *testing.T) {
 	notBefore(t, s, "m", "c", sent.Add(span), b)
 }
 
+// TestSnapshotRestartWithoutRecordHoldsBack: the snapshot holds another
+// mutex's grant (so the epoch key is there), not the first grant of "n",
+// made later; Redis restarts from the snapshot, "n" has no record at all.
+// Nobody is granted "n" while its lost grant's holder may still believe
+// it holds (the server is younger than that grant: the fast path of a
+// mutex without a record must leave it to the full script).
+func TestSnapshotRestartWithoutRecordHoldsBack(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	c := dial(t, srv.Addr())
+	s := newStore(t, c, srv.KeyPrefix())
+	grant(t, s, "other", "a")
+	if err := c.Save(bg).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b, sent := grant(t, s, "n", "b")
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	notBefore(t, s, "n", "c", sent.Add(span), b)
+}
+
 // TestSnapshotRestoredGrantNotReused: the snapshot holds a's grant; a
 // released it and b was granted after. Back from the snapshot, a's grant
 // is live again: a's next Acquire must not get it back (its token would
