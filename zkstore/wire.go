@@ -2,6 +2,7 @@ package zkstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,7 @@ type tapConn struct {
 	in  frameReader
 
 	reached   bool       // a connect response came (guarded by pmu)
+	refused   bool       // it granted a session with no timeout (guarded by pmu)
 	onClose   func(bool) // told whether one came, once
 	closeOnce sync.Once
 }
@@ -159,9 +161,22 @@ func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.in.feed(p[:n], c.frame)
+		c.pmu.Lock()
+		refused := c.refused
+		c.pmu.Unlock()
+		if refused {
+			c.Conn.Close()
+			return 0, errNoTimeout
+		}
 	}
 	return n, err
 }
+
+// errNoTimeout fails a connection whose connect response grants a session
+// with a timeout of zero or less: go-zookeeper would start its ping ticker
+// at that interval and panic ("non-positive interval for NewTicker"),
+// taking the application down; failed instead, the connect is retried.
+var errNoTimeout = errors.New("zkstore: the server granted a session without a timeout")
 
 // frame handles the captured start of one received frame (the connect
 // response first, then replies) and returns how many bytes of it it
@@ -174,6 +189,10 @@ func (c *tapConn) frame(index int, head []byte, size int) int {
 		if len(head) >= 16 && !c.blind.Load() {
 			c.sid = int64(binary.BigEndian.Uint64(head[8:]))
 			timeout := time.Duration(int32(binary.BigEndian.Uint32(head[4:]))) * time.Millisecond
+			if c.sid != 0 && timeout <= 0 {
+				c.refused = true
+				return 0
+			}
 			c.beat = c.sent
 			c.t.connected(c.sid, timeout, c.sent)
 		}

@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // frame returns a length-prefixed frame of the given big-endian fields.
@@ -149,3 +151,57 @@ func TestTapWire(t *testing.T) {
 		t.Errorf("after an expired session: %+v, want none", st)
 	}
 }
+
+// TestTapRefusesSessionWithoutTimeout: a connect response that grants a
+// session with a timeout of 0 fails the connection instead of reaching
+// go-zookeeper, whose send loop would start its ping ticker at interval
+// 0 and panic, taking the process down (seen in a 30-minute make chaos
+// run: "panic: non-positive interval for NewTicker" in
+// zk.(*Conn).sendLoop). The client is go-zookeeper itself, dialling a
+// server that answers every connect that way.
+func TestTapRefusesSessionWithoutTimeout(t *testing.T) {
+	tp := newTap()
+	dials := make(chan struct{}, 100)
+	dialer := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			var n [4]byte
+			if _, err := io.ReadFull(server, n[:]); err != nil {
+				return
+			}
+			if _, err := io.ReadFull(server, make([]byte, binary.BigEndian.Uint32(n[:]))); err != nil {
+				return
+			}
+			// The client may close as soon as it read enough of it.
+			_, _ = server.Write(frame(int32(0), int32(0), int64(0x0100000000000042), "0123456789abcdef"))
+			_, _ = io.Copy(io.Discard, server)
+		}()
+		select {
+		case dials <- struct{}{}:
+		default:
+		}
+		return newTapConn(client, tp), nil
+	}
+	c, _, err := zk.Connect([]string{"127.0.0.1:1"}, 6*time.Second, zk.WithDialer(dialer), zk.WithLogger(discardLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Three connects refused in turn: without the guard the first one's
+	// send loop has panicked by the time the second is dialled.
+	for range 3 {
+		select {
+		case <-dials:
+		case <-time.After(time.Minute):
+			t.Fatal("go-zookeeper did not dial again after the refused connect")
+		}
+	}
+	if st := tp.state(); st.sid != 0 {
+		t.Errorf("the tap took session %x from a response without a timeout", st.sid)
+	}
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
