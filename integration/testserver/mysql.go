@@ -141,7 +141,7 @@ func startMariaDB(env []string) (*group, error) {
 		a := addr(port)
 		args := []string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
 			"--bind-address=127.0.0.1", "--socket=" + filepath.Join(dir, "mysqld.sock"),
-			"--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--skip-name-resolve", "--skip-log-bin",
+			"--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--tmpdir=" + dir, "--skip-name-resolve", "--skip-log-bin",
 			"--innodb-flush-log-at-trx-commit=0", "--innodb-buffer-pool-size=64M", "--max-connections=500"}
 		if os.Geteuid() == 0 {
 			args = append(args, "--user=root") // mariadbd refuses root without it
@@ -167,6 +167,13 @@ func installDB(install, data string) error {
 	cmd := exec.Command(install, "--no-defaults", "--datadir="+data,
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
 	cmd.Dir = filepath.Dir(data)
+	// Its bootstrap server's temporary tables go to TMPDIR, /tmp by
+	// default, named by process id: with pids wrapping at 32768 on a
+	// busy machine, a bootstrap beside another make test failed on a
+	// temporary table gone under it ("Could not remove temporary table:
+	// '/tmp/#sql-temptable-2f8-1-3'", then "Unknown table
+	// 'mysql.tmp_user_sys'"). A directory of its own takes /tmp out of it.
+	cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Dir(data))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("testserver: %s: %w\n%s", filepath.Base(install), err, out)
 	}
