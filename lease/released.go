@@ -59,16 +59,8 @@ func (m *Manager) noteReleased(name string, token uint64, waited bool) {
 // name this Manager released within the refusal window: a grant the store
 // must not have handed out.
 func (m *Manager) wasReleased(name string, token uint64) bool {
-	h := maphash.String(m.seed, name)
-	sh := &m.shards[h%slotShards]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	for _, e := range sh.released {
-		if e.hash == h && e.token != 0 {
-			return token <= e.token && m.cfg.clock.Now().Before(e.until)
-		}
-	}
-	return false
+	e, ok := m.released(name)
+	return ok && token <= e.token
 }
 
 // wasContended reports whether this Manager released a grant of name
@@ -76,14 +68,21 @@ func (m *Manager) wasReleased(name string, token uint64) bool {
 // the name is likely contended, so the next acquisition subscribes before
 // its first attempt.
 func (m *Manager) wasContended(name string) bool {
+	e, ok := m.released(name)
+	return ok && e.contended
+}
+
+// released returns the entry of name's latest release while it is within
+// the refusal window.
+func (m *Manager) released(name string) (releasedToken, bool) {
 	h := maphash.String(m.seed, name)
 	sh := &m.shards[h%slotShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, e := range sh.released {
 		if e.hash == h && e.token != 0 {
-			return e.contended && m.cfg.clock.Now().Before(e.until)
+			return e, m.cfg.clock.Now().Before(e.until)
 		}
 	}
-	return false
+	return releasedToken{}, false
 }
