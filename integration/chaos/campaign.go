@@ -732,8 +732,10 @@ func serverWindows(eps []Episode, bound time.Duration) [][2]time.Duration {
 // a grant to a live contender within bound (the hand-off window and the
 // time to be woken; a stall until the old grant's transition end is
 // longer; bound 0: measured only). Episodes near a server fault other
-// than a clock step within the margin are not judged. It returns the
-// hand-off times it measured and the violations.
+// than a clock step within the margin are not judged, nor are hand-offs
+// whose bound a server fault cuts short (a pause that starts 2 s after
+// the release stalls the grant the waiter was about to get). It returns
+// the hand-off times it measured and the violations.
 func checkHandoff(setup string, eps []Episode, holds []Hold, span, bound time.Duration) ([]time.Duration, []Violation) {
 	server := serverWindows(slices.DeleteFunc(slices.Clone(eps), func(e Episode) bool {
 		return e.Fault == FaultClockForward || e.Fault == FaultClockBackward // a few hundred ms at most
@@ -741,9 +743,10 @@ func checkHandoff(setup string, eps []Episode, holds []Hold, span, bound time.Du
 	var gaps []time.Duration
 	var vs []Violation
 	for _, e := range eps {
-		if e.Fault != FaultKillHead || slices.ContainsFunc(server, func(w [2]time.Duration) bool {
-			return w[0] <= e.Healed && e.Start <= w[1]
-		}) {
+		near := func(from, to time.Duration) bool {
+			return slices.ContainsFunc(server, func(w [2]time.Duration) bool { return w[0] <= to && from <= w[1] })
+		}
+		if e.Fault != FaultKillHead || near(e.Start, e.Healed) {
 			continue
 		}
 		var rel *Hold // the first release after the kill
@@ -753,7 +756,7 @@ func checkHandoff(setup string, eps []Episode, holds []Hold, span, bound time.Du
 				rel = &holds[i]
 			}
 		}
-		if rel == nil || rel.Done > e.Healed {
+		if rel == nil || rel.Done > e.Healed || (bound > 0 && near(rel.Done, rel.Done+bound)) {
 			continue
 		}
 		next := time.Duration(-1)
