@@ -124,7 +124,7 @@ func startServers(t *testing.T, need map[string]bool) (Servers, map[string]strin
 			delete(v, "etcd")
 		}
 	}
-	// simba's restart guard holds new mutexes back on a Redis younger than
+	// simba's restart guard holds new locks back on a Redis younger than
 	// ttl + transition + 1 s (redisstore.WithRestartGuard).
 	if wait := time.Until(redisUp.Add(simbaTTL + simbaTransition + 2*time.Second)); need["Redis"] && wait > 0 {
 		t.Logf("waiting %v until Redis is older than simba's restart guard", wait.Round(time.Second))

@@ -124,8 +124,8 @@ func getJSON(url string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// etcdTargets returns etcd's clientv3/concurrency Mutex on s.Etcd: one
-// client and one session (lease TTL etcdSessionTTL) per Client, one Mutex
+// etcdTargets returns etcd's clientv3/concurrency Lock on s.Etcd: one
+// client and one session (lease TTL etcdSessionTTL) per Client, one Lock
 // per Lock, as etcd's documentation shows.
 func etcdTargets(s Servers) []Target {
 	if s.Etcd == "" {

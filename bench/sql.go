@@ -47,7 +47,7 @@ const (
 	mysqlLockWait = 3600
 	// mysqlLockNameMax is the longest GET_LOCK name MySQL and MariaDB take.
 	mysqlLockNameMax = 64
-	// nameMax bounds simba mutex names (lease.MaxNameLength) and pglock's
+	// nameMax bounds simba lock names (lease.MaxNameLength) and pglock's
 	// name column (VARCHAR(255)).
 	nameMax = 255
 )

@@ -25,7 +25,7 @@ type Servers struct {
 // A Target is one lock library on one server, set up the way its
 // documentation suggests, with the settings stated in Settings.
 type Target struct {
-	Lib      string // "simba", "redsync", "redislock", "pglock", "go-mysql-lock", "advisory lock", "zk lock recipe", "etcd Mutex"
+	Lib      string // "simba", "redsync", "redislock", "pglock", "go-mysql-lock", "advisory lock", "zk lock recipe", "etcd Lock"
 	Backend  string // "Redis", "PostgreSQL", "MariaDB", "SQLite", "ZooKeeper", "etcd"
 	Settings string // ttl, retry interval, session timeout: what a reader needs to judge the numbers
 

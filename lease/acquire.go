@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Acquire blocks until this Manager holds the mutex name for the caller,
+// Acquire blocks until this Manager holds the lock name for the caller,
 // then returns the held Lease. Waiters of one Manager are served in order.
 //
 // When ctx ends first, Acquire returns an error that wraps both
@@ -16,7 +16,7 @@ func (m *Manager) Acquire(ctx context.Context, name string) (*Lease, error) {
 	return m.observedClaim(ctx, name, claimAcquire)
 }
 
-// TryAcquire makes one attempt to acquire the mutex name. When someone
+// TryAcquire makes one attempt to acquire the lock name. When someone
 // else holds it (another process, or another goroutine of this Manager, or
 // when goroutines of this Manager already wait for it), it returns an error
 // wrapping [ErrNotAcquired]. Other errors mean the store could not be asked;
@@ -92,7 +92,7 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 
 // acquireNow is one Acquire in the caller's goroutine, which is busy with
 // the idle slot s: it returns the lease when granted, an error when the
-// claim fails, or, when an Acquire must wait (the mutex is taken, or the
+// claim fails, or, when an Acquire must wait (the lock is taken, or the
 // store failed), a claim first in line that a worker now serves.
 func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, error) {
 	m, cfg := s.m, &s.m.cfg
@@ -124,7 +124,7 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 			s.seenFree(sent.Add(rec.Transition), wakePoll)
 		}
 		if kind == claimTry {
-			return s.giveUp(nil, fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner))
+			return s.giveUp(nil, fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.OwnerID))
 		}
 		return s.waitInLine(kind) // the worker subscribes and tries again at once
 	}
@@ -233,7 +233,7 @@ func (m *Manager) slotFor(name string) *slot {
 	}
 }
 
-// abandoned reports whether an abandoned grant of the slot's mutex must
+// abandoned reports whether an abandoned grant of the slot's lock must
 // still be left to lapse. s.mu is held: a grant abandoned before the slot
 // was seen free is recorded by now.
 func (s *slot) abandoned() bool {

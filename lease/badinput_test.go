@@ -169,7 +169,7 @@ func TestNewManagerAcceptsEdgeValues(t *testing.T) {
 		name   string
 		opts   []lease.Option
 		wantID string // "" when not set
-		use    bool   // also acquire and release a mutex with it
+		use    bool   // also acquire and release a lock with it
 	}{
 		{"no options", nil, "", true},
 		{"WithTTL(1ms)", []lease.Option{lease.WithTTL(time.Millisecond)}, "", false},
@@ -639,7 +639,7 @@ func TestValidNamesWork(t *testing.T) {
 	st := memstore.New()
 	a := newBadInputManager(t, st, lease.WithContenderID("alpha"))
 	b := newBadInputManager(t, st, lease.WithContenderID("beta"))
-	// Hold all of them at once: different names are different mutexes,
+	// Hold all of them at once: different names are different locks,
 	// each granted its first token.
 	held := make([]*lease.Lease, len(badInputGoodNames))
 	for i, gn := range badInputGoodNames {
@@ -661,7 +661,7 @@ func TestValidNamesWork(t *testing.T) {
 				t.Fatalf("TryAcquire by another Manager: %v, want ErrNotAcquired", err)
 			}
 			o, err := b.Get(ctx, gn.name)
-			if err != nil || o.Mutex != gn.name || o.ID != "alpha" || o.Token != 1 {
+			if err != nil || o.Name != gn.name || o.ID != "alpha" || o.Token != 1 {
 				t.Fatalf("Get = %+v, %v; want alpha with token 1", o, err)
 			}
 			wctx, cancel := context.WithCancel(ctx)
@@ -669,7 +669,7 @@ func TestValidNamesWork(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Watch: %v", err)
 			}
-			if o := <-ch; o.Mutex != gn.name || o.ID != "alpha" {
+			if o := <-ch; o.Name != gn.name || o.ID != "alpha" {
 				t.Fatalf("Watch sent %+v first, want alpha", o)
 			}
 			cancel()
@@ -695,7 +695,7 @@ func TestValidNamesWork(t *testing.T) {
 	}
 	// No two names were confused by the store.
 	if got := len(st.Mutexes()); got != len(badInputGoodNames) {
-		t.Fatalf("store knows %d mutexes, want %d", got, len(badInputGoodNames))
+		t.Fatalf("store knows %d locks, want %d", got, len(badInputGoodNames))
 	}
 }
 
@@ -721,7 +721,7 @@ func TestValidNamesContendAndSchedule(t *testing.T) {
 }
 
 // TestTryAcquireRightAfterRelease: once Release has returned nil, the
-// mutex is free and nothing of this Manager holds or awaits it, so a
+// lock is free and nothing of this Manager holds or awaits it, so a
 // TryAcquire of the same name through the same Manager must succeed at once,
 // every time.
 func TestTryAcquireRightAfterRelease(t *testing.T) {

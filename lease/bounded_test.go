@@ -71,7 +71,7 @@ func TestPerNameStateIsBounded(t *testing.T) {
 // cannot push.
 type hidePush struct{ lease.Store }
 
-// TestWatchOfAFreeMutexIsCheap (issue 14 item 9): watching a free mutex
+// TestWatchOfAFreeMutexIsCheap (issue 14 item 9): watching a free lock
 // costs about one Get per ttl where the store pushes changes, and a
 // bounded modest rate where it does not (ttl/4, at most a second apart),
 // not one every 0–200ms; a new owner is still seen at once (push) or
@@ -106,7 +106,7 @@ func TestWatchOfAFreeMutexIsCheap(t *testing.T) {
 				st.ResetStats()
 				time.Sleep(time.Minute)
 				if n := st.Stats().Get; n > tc.maxGets {
-					t.Errorf("%d Gets in a minute of watching a free mutex (ttl %v), want at most %d", n, tTTL, tc.maxGets)
+					t.Errorf("%d Gets in a minute of watching a free lock (ttl %v), want at most %d", n, tTTL, tc.maxGets)
 				}
 				a := newMgr(t, st, "a")
 				acquired := time.Now()

@@ -157,7 +157,7 @@ func (m *Manager) logClockStep(l *Lease, forward bool, size time.Duration, short
 		dir, msg = "forward", "store server's clock stepped forward: grants end early on the server"
 	}
 	m.logEvent(slog.LevelWarn, msg, EventClockStep,
-		slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token),
+		slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token),
 		slog.String(LogKeyDirection, dir), slog.Duration(LogKeyStep, size),
 		slog.Int(LogKeyShortened, shortened))
 }

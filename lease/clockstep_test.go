@@ -31,8 +31,8 @@ func stepSetup(t *testing.T, st *memstore.Store, opts ...lease.Option) (x, y *le
 	x = mustAcquire(t, m, "x")
 	time.Sleep(500 * time.Millisecond)
 	y = mustAcquire(t, m, "y")
-	st.SetFault(func(op memstore.Op, mutex, contender string) memstore.Fault {
-		if op == memstore.OpRenew && mutex == "y" && contender == "a" {
+	st.SetFault(func(op memstore.Op, name, contender string) memstore.Fault {
+		if op == memstore.OpRenew && name == "y" && contender == "a" {
 			return memstore.FaultFail
 		}
 		return memstore.FaultNone
@@ -92,7 +92,7 @@ func TestForwardStepShortensOtherLeases(t *testing.T) {
 			t.Errorf("y ended with %v, want ErrLost", y.Err())
 		}
 		if got := clockSteps(g); len(got) != 1 || !strings.Contains(got[0], "direction=forward") ||
-			!strings.Contains(got[0], "shortened=1") || !strings.Contains(got[0], "mutex=x") {
+			!strings.Contains(got[0], "shortened=1") || !strings.Contains(got[0], "lock=x") {
 			t.Errorf("clock_step records %v, want one forward step seen on x that shortened 1 lease", got)
 		}
 		wantValue(t, p, 1, lease.MetricClockSteps, kv(lease.AttrDirection, "forward"))
@@ -165,16 +165,16 @@ func (s *jitteryCalls) delay() time.Duration {
 	return time.Duration(s.n.Add(1)%3) * 150 * time.Millisecond
 }
 
-func (s *jitteryCalls) Acquire(ctx context.Context, mutex, contender string, ttl, tr time.Duration) (lease.Record, error) {
+func (s *jitteryCalls) Acquire(ctx context.Context, name, contender string, ttl, tr time.Duration) (lease.Record, error) {
 	time.Sleep(s.delay())
-	rec, err := s.Store.Acquire(ctx, mutex, contender, ttl, tr)
+	rec, err := s.Store.Acquire(ctx, name, contender, ttl, tr)
 	time.Sleep(s.delay())
 	return rec, err
 }
 
-func (s *jitteryCalls) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, tr time.Duration) (lease.Record, error) {
+func (s *jitteryCalls) Renew(ctx context.Context, name, contender string, token uint64, ttl, tr time.Duration) (lease.Record, error) {
 	time.Sleep(s.delay())
-	rec, err := s.Store.Renew(ctx, mutex, contender, token, ttl, tr)
+	rec, err := s.Store.Renew(ctx, name, contender, token, ttl, tr)
 	time.Sleep(s.delay())
 	return rec, err
 }

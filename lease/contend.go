@@ -26,7 +26,7 @@ type Callbacks struct {
 	OnOwner func(o Owner)
 }
 
-// A Contender takes part in the election of one mutex: it contends while
+// A Contender takes part in the election of one lock: it contends while
 // it is not the owner, holds and renews while it is, and contends again
 // after losing, until Stop.
 type Contender struct {
@@ -50,7 +50,7 @@ type Contender struct {
 	result  error // of the final release
 }
 
-// Contend starts contending for the mutex name under this Manager's id and
+// Contend starts contending for the lock name under this Manager's id and
 // returns at once. Stop the Contender (or Close the Manager) to end it.
 // Contenders and Acquire calls of one Manager on one name share its store
 // contender and take turns.
@@ -85,7 +85,7 @@ func (m *Manager) Contend(name string, cb Callbacks) (*Contender, error) {
 	return c, nil
 }
 
-// Leading reports whether this Contender currently holds the mutex.
+// Leading reports whether this Contender currently holds the lock.
 func (c *Contender) Leading() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,7 +101,7 @@ func (c *Contender) Owner() Owner {
 
 // Stop ends the Contender. When it leads, Stop cancels the leader's
 // context, waits for OnAcquired and OnReleased to return, and only then
-// releases the mutex, so the next leader's work cannot overlap this one's.
+// releases the lock, so the next leader's work cannot overlap this one's.
 // The grant stays renewed while the callbacks finish.
 //
 // If ctx ends first, Stop abandons the grant and returns ctx's error: it
@@ -115,7 +115,7 @@ func (c *Contender) Owner() Owner {
 //
 // Called from inside one of this Contender's own callbacks (or from a
 // Scheduler's work), Stop returns at once without waiting for them: the
-// leader's context is cancelled, and the mutex is released once the
+// leader's context is cancelled, and the lock is released once the
 // callbacks have returned. Stop is idempotent.
 func (c *Contender) Stop(ctx context.Context) error {
 	if ctx == nil {
@@ -257,7 +257,7 @@ func (c *Contender) term(l *Lease) bool {
 // setOwner records an observed owner and wakes the OnOwner goroutine.
 func (c *Contender) setOwner(o Owner) {
 	c.mu.Lock()
-	changed := o.ID != c.owner.ID || o.Token != c.owner.Token || c.owner.Mutex == ""
+	changed := o.ID != c.owner.ID || o.Token != c.owner.Token || c.owner.Name == ""
 	c.owner = o
 	c.mu.Unlock()
 	if changed && c.cb.OnOwner != nil {

@@ -40,7 +40,7 @@ func TestCallbackOrder(t *testing.T) {
 					t.Error(err)
 				}
 				if _, err := m.TryAcquire(ctx, "job"); !errors.Is(err, lease.ErrNotAcquired) {
-					t.Errorf("TryAcquire of our own mutex from OnAcquired: %v", err)
+					t.Errorf("TryAcquire of our own lock from OnAcquired: %v", err)
 				}
 				acquired <- struct{}{}
 				<-ctx.Done()

@@ -18,9 +18,9 @@ type watchCounter struct {
 	n atomic.Int64
 }
 
-func (w *watchCounter) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
+func (w *watchCounter) Watch(ctx context.Context, name, contender string) (<-chan lease.Event, error) {
 	w.n.Add(1)
-	return w.recorder.Watch(ctx, mutex, contender)
+	return w.recorder.Watch(ctx, name, contender)
 }
 
 // TestContendedNameSubscribesFirst (issue 18): a Manager whose last grant

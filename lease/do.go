@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Do acquires the mutex name (waiting as [Manager.Acquire] does), runs fn
+// Do acquires the lock name (waiting as [Manager.Acquire] does), runs fn
 // while the lease is held, and releases it when fn returns, in one call:
 // the acquire, deferred release and watch of the lease's context that a
 // caller would otherwise write by hand.
@@ -16,11 +16,11 @@ import (
 // which ([ErrLost] for a loss). It also gets the Lease, whose Token is the
 // fencing token to pass to every resource fn writes to. fn must stop when
 // its context is cancelled: from then on, another contender may be granted
-// the mutex once the store's grant could have lapsed.
+// the lock once the store's grant could have lapsed.
 //
 // Do returns fn's error joined with an error wrapping [ErrLost] when the
 // lease was lost before fn returned (the work may not have been exclusive:
-// errors.Is(err, ErrLost) tells). When the mutex could not be acquired, fn
+// errors.Is(err, ErrLost) tells). When the lock could not be acquired, fn
 // is not run and Do returns Acquire's error. A release that fails after fn
 // returned is not an error of fn's work: the grant lapses by itself, the
 // Manager logs it, and Do returns fn's error alone.
@@ -36,7 +36,7 @@ func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Conte
 }
 
 // TryDo is [Manager.Do] with one attempt to acquire, as
-// [Manager.TryAcquire]: when someone else holds the mutex, fn is not run
+// [Manager.TryAcquire]: when someone else holds the lock, fn is not run
 // and TryDo returns an error wrapping [ErrNotAcquired].
 func (m *Manager) TryDo(ctx context.Context, name string, fn func(ctx context.Context, l *Lease) error) error {
 	if fn == nil {
@@ -65,7 +65,7 @@ func run(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) 
 }
 
 // callFn calls fn, releasing the lease if fn panics before the panic
-// goes on: a panicking holder must not keep the mutex until its grant
+// goes on: a panicking holder must not keep the lock until its grant
 // lapses.
 func callFn(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) (err error) {
 	defer func() {

@@ -14,13 +14,13 @@ var errWork = errors.New("test: the work failed")
 
 func mustBeFree(t *testing.T, st *memstore.Store, name string) {
 	t.Helper()
-	if rec, err := st.Get(bg, name); err != nil || rec.Owner != "" {
+	if rec, err := st.Get(bg, name); err != nil || rec.OwnerID != "" {
 		t.Errorf("after Do the store has %+v (%v), want %q free", rec, err, name)
 	}
 }
 
 // TestDo: Do runs the function under the held lease, with its token,
-// releases the mutex after it, and returns the function's error as it is.
+// releases the lock after it, and returns the function's error as it is.
 func TestDo(t *testing.T) {
 	st := memstore.New()
 	m := newMgr(t, st, "a")
@@ -30,7 +30,7 @@ func TestDo(t *testing.T) {
 		if !l.Held() || ctx.Err() != nil {
 			t.Errorf("fn runs without the lease: held %v, ctx %v", l.Held(), ctx.Err())
 		}
-		if rec, _ := st.Get(bg, "job"); rec.Owner != "a" || rec.Token != l.Token() {
+		if rec, _ := st.Get(bg, "job"); rec.OwnerID != "a" || rec.Token != l.Token() {
 			t.Errorf("fn runs while the store has %+v", rec)
 		}
 		return errWork
@@ -69,7 +69,7 @@ func TestDoLoss(t *testing.T) {
 	})
 }
 
-// TestDoCallerCancels: fn's context ends with the caller's, and the mutex
+// TestDoCallerCancels: fn's context ends with the caller's, and the lock
 // is released all the same.
 func TestDoCallerCancels(t *testing.T) {
 	st := memstore.New()
@@ -86,7 +86,7 @@ func TestDoCallerCancels(t *testing.T) {
 	mustBeFree(t, st, "job")
 }
 
-// TestTryDo: TryDo does not run fn when the mutex is held elsewhere.
+// TestTryDo: TryDo does not run fn when the lock is held elsewhere.
 func TestTryDo(t *testing.T) {
 	st := memstore.New()
 	holder := newMgr(t, st, "holder")
@@ -95,13 +95,13 @@ func TestTryDo(t *testing.T) {
 	ran := false
 	err := m.TryDo(bg, "job", func(context.Context, *lease.Lease) error { ran = true; return nil })
 	if !errors.Is(err, lease.ErrNotAcquired) || ran {
-		t.Errorf("TryDo of a held mutex: %v (fn ran: %v), want ErrNotAcquired and fn not run", err, ran)
+		t.Errorf("TryDo of a held lock: %v (fn ran: %v), want ErrNotAcquired and fn not run", err, ran)
 	}
 	if err := l.Release(bg); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.TryDo(bg, "job", func(context.Context, *lease.Lease) error { ran = true; return nil }); err != nil || !ran {
-		t.Errorf("TryDo of a free mutex: %v (fn ran: %v)", err, ran)
+		t.Errorf("TryDo of a free lock: %v (fn ran: %v)", err, ran)
 	}
 	mustBeFree(t, st, "job")
 }
@@ -120,7 +120,7 @@ func TestDoBadInput(t *testing.T) {
 	}
 }
 
-// TestDoPanic: a panicking fn releases the mutex before the panic goes on.
+// TestDoPanic: a panicking fn releases the lock before the panic goes on.
 func TestDoPanic(t *testing.T) {
 	st := memstore.New()
 	m := newMgr(t, st, "a")

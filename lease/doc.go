@@ -1,10 +1,10 @@
-// Package lease implements distributed mutexes, leases and leader election
+// Package lease implements distributed locks, leases and leader election
 // over a pluggable [Store]: one protocol, written once, for every backend.
 //
 // # Overview
 //
-// A [Manager] contends for mutexes on one store under one contender id.
-// It offers three ways to use a mutex:
+// A [Manager] contends for locks on one store under one contender id.
+// It offers three ways to use a lock:
 //
 //   - [Manager.Acquire] and [Manager.TryAcquire] return a held [Lease]:
 //     mutual exclusion with a fencing token ([Lease.Token]), a context that is
@@ -40,10 +40,10 @@
 //
 // # Guarantees
 //
-// Token monotonicity. Every grant of a mutex carries a token strictly
-// greater than every earlier grant's token for that mutex, on every store,
+// Token monotonicity. Every grant of a lock carries a token strictly
+// greater than every earlier grant's token for that lock, on every store,
 // across store restarts. Renewals keep the token. On Redis a token comes
-// from the server's clock only after the mutex's record is lost (unused for
+// from the server's clock only after the lock's record is lost (unused for
 // the store's retention, a restart without persistence, a flush, or a
 // failover to a replica that lacked it); a server clock that stepped back
 // by more than the record's age can then issue a smaller token (see
@@ -60,7 +60,7 @@
 // without a confirmed renewal, Done closes and Context is cancelled with
 // cause [ErrLost] — even while a store call hangs, because the deadline
 // timer never waits on I/O. With the defaults (ttl 10 s, transition 6 s) the
-// holder is told 3 s before anyone else could be granted the mutex. A
+// holder is told 3 s before anyone else could be granted the lock. A
 // renewal the store refuses ([ErrNotHeld]) ends the lease at once. A
 // released lease's context is cancelled before the store is asked to
 // release it. A grant whose deadline has already passed when its reply
@@ -113,19 +113,19 @@
 //
 // Callbacks are ordered. OnReleased follows its OnAcquired and never runs
 // concurrently with it; no callback runs under a lock of this package.
-// Contender.Stop waits for the callbacks before releasing the mutex, so a
+// Contender.Stop waits for the callbacks before releasing the lock, so a
 // voluntary hand-over never overlaps two leaders' work — within Stop's ctx:
 // when ctx ends first, the grant is abandoned (no longer renewed, not
 // released; it lapses on the store by itself), and a new leader may start
 // while the abandoned callback still runs, as after a loss. Stop and Close
-// called from inside a callback return at once; the mutex is released once
+// called from inside a callback return at once; the lock is released once
 // the callbacks return.
 //
 // Bounded state. A Manager keeps per-name state only while a name is held
 // or awaited, and for at most ttl + transition after a grant it must refuse
 // or leave to lapse, so a service that locks one name per order id runs in
-// constant memory. Watching a mutex costs the store about one Get per ttl
-// (a free mutex on a store that cannot push: one per ttl/4, at most a
+// constant memory. Watching a lock costs the store about one Get per ttl
+// (a free lock on a store that cannot push: one per ttl/4, at most a
 // second apart).
 //
 // # What is not guaranteed
@@ -143,6 +143,6 @@
 // matter: the client measures only monotonic time and every expiry is
 // decided by the server. Steps of the server's clock do (see above).
 // A store that loses acknowledged writes (Redis with asynchronous
-// replication failing over) can grant a mutex twice; tokens still never
+// replication failing over) can grant a lock twice; tokens still never
 // repeat where the store says so, and fencing still rejects the stale holder.
 package lease

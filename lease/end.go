@@ -41,7 +41,7 @@ func (s *slot) releaseLease(ctx context.Context, l *Lease) error {
 	}
 	if err == nil {
 		m.noteReleased(s.name, l.token, l.waited)
-		m.notifyOwner(Owner{Mutex: s.name})
+		m.notifyOwner(Owner{Name: s.name})
 	}
 	s.next(false)
 	return err

@@ -5,7 +5,7 @@ import "errors"
 // Errors of this package. Every error a call returns wraps at most one of
 // them; test with [errors.Is].
 var (
-	// ErrNotAcquired: TryAcquire found the mutex held by someone else
+	// ErrNotAcquired: TryAcquire found the lock held by someone else
 	// (another process, or another goroutine of the same Manager).
 	ErrNotAcquired = errors.New("lease: not acquired")
 
@@ -25,7 +25,7 @@ var (
 	// ErrClosed: the Manager was closed.
 	ErrClosed = errors.New("lease: manager closed")
 
-	// ErrInvalidName: a mutex name is empty, too long, not valid UTF-8 or
+	// ErrInvalidName: a lock name is empty, too long, not valid UTF-8 or
 	// contains a NUL byte.
 	ErrInvalidName = errors.New("lease: invalid name")
 
@@ -33,7 +33,7 @@ var (
 	// unusable (nil, non-positive duration, inconsistent timings, ...).
 	ErrInvalidArgument = errors.New("lease: invalid argument")
 
-	// ErrGrantTooShort: the store granted the mutex for less than the
+	// ErrGrantTooShort: the store granted the lock for less than the
 	// holder's safety margin (it caps grants below ttl + transition, as
 	// ZooKeeper caps them at its session timeout), so the grant was dead
 	// on arrival: its deadline had passed before its reply came. The

@@ -162,10 +162,10 @@ func ExampleManager_Watch() {
 
 	show := func(o lease.Owner) {
 		if o.Free() {
-			fmt.Println(o.Mutex, "is free")
+			fmt.Println(o.Name, "is free")
 			return
 		}
-		fmt.Printf("%s is owned by %s (token %d)\n", o.Mutex, o.ID, o.Token)
+		fmt.Printf("%s is owned by %s (token %d)\n", o.Name, o.ID, o.Token)
 	}
 
 	// Watch sends the current owner first, then every change.

@@ -124,7 +124,7 @@ func FuzzValidateName(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Get(%q): %v", name, err)
 		}
-		if !o.Free() || o.Mutex != name {
+		if !o.Free() || o.Name != name {
 			t.Fatalf("Get(%q) after Release = %+v, want it free", name, o)
 		}
 	})

@@ -78,27 +78,27 @@ func (s *capped) cut(ttl, transition time.Duration) (time.Duration, time.Duratio
 	return ttl, min(transition, s.limit-ttl)
 }
 
-func (s *capped) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+func (s *capped) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	if s.calls.Add(1) > 10000 {
 		return lease.Record{}, errSpun
 	}
 	ttl, transition = s.cut(ttl, transition)
-	return s.Store.Acquire(ctx, mutex, contender, ttl, transition)
+	return s.Store.Acquire(ctx, name, contender, ttl, transition)
 }
 
-func (s *capped) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+func (s *capped) Renew(ctx context.Context, name, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
 	if s.calls.Add(1) > 10000 {
 		return lease.Record{}, errSpun
 	}
 	ttl, transition = s.cut(ttl, transition)
-	return s.Store.Renew(ctx, mutex, contender, token, ttl, transition)
+	return s.Store.Renew(ctx, name, contender, token, ttl, transition)
 }
 
-func (s *capped) Release(ctx context.Context, mutex, contender string, token uint64) error {
+func (s *capped) Release(ctx context.Context, name, contender string, token uint64) error {
 	if s.calls.Add(1) > 10000 {
 		return errSpun
 	}
-	return s.Store.Release(ctx, mutex, contender, token)
+	return s.Store.Release(ctx, name, contender, token)
 }
 
 // TestShortGrantIsNeverRetriedInALoop (issue 14 item 4): a store that
@@ -162,11 +162,11 @@ type shortOnce struct {
 
 func (s *shortOnce) MaxGrant() time.Duration { return s.limit }
 
-func (s *shortOnce) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+func (s *shortOnce) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	if s.short.CompareAndSwap(false, true) {
-		return s.Store.Acquire(ctx, mutex, contender, min(ttl, 100*time.Millisecond), 0)
+		return s.Store.Acquire(ctx, name, contender, min(ttl, 100*time.Millisecond), 0)
 	}
-	return s.Store.Acquire(ctx, mutex, contender, ttl, transition)
+	return s.Store.Acquire(ctx, name, contender, ttl, transition)
 }
 
 // TestTransientShortGrantIsRetried: a grant limiter whose limit leaves room

@@ -36,14 +36,14 @@ func (c *callers) note() {
 	c.mu.Unlock()
 }
 
-func (c *callers) Acquire(ctx context.Context, mutex, contender string, ttl, tr time.Duration) (lease.Record, error) {
+func (c *callers) Acquire(ctx context.Context, name, contender string, ttl, tr time.Duration) (lease.Record, error) {
 	c.note()
-	return c.Store.Acquire(ctx, mutex, contender, ttl, tr)
+	return c.Store.Acquire(ctx, name, contender, ttl, tr)
 }
 
-func (c *callers) Release(ctx context.Context, mutex, contender string, token uint64) error {
+func (c *callers) Release(ctx context.Context, name, contender string, token uint64) error {
 	c.note()
-	return c.Store.Release(ctx, mutex, contender, token)
+	return c.Store.Release(ctx, name, contender, token)
 }
 
 // TestUncontendedCycleRunsInTheCallersGoroutine (issue 17, DESIGN §5b):
@@ -125,11 +125,11 @@ func TestDeadlineFiresWhileOtherCallsHang(t *testing.T) {
 		t0 := time.Now()
 		x := mustAcquire(t, m, "x")
 		z := mustAcquire(t, m, "z")
-		st.SetFault(func(op memstore.Op, mutex, _ string) memstore.Fault {
+		st.SetFault(func(op memstore.Op, name, _ string) memstore.Fault {
 			switch {
-			case mutex == "x" && op == memstore.OpRenew,
-				mutex == "y" && op == memstore.OpAcquire,
-				mutex == "z" && op == memstore.OpRelease:
+			case name == "x" && op == memstore.OpRenew,
+				name == "y" && op == memstore.OpAcquire,
+				name == "z" && op == memstore.OpRelease:
 				return memstore.FaultHang // ignores its context
 			}
 			return memstore.FaultNone

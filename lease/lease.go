@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// Owner describes who holds a mutex, as the store's server saw it.
+// Owner describes who holds a lock, as the store's server saw it.
 type Owner struct {
-	// Mutex is the mutex name.
-	Mutex string
-	// ID is the owner's contender id, or "" when the mutex is free.
+	// Name is the lock name.
+	Name string
+	// ID is the owner's contender id, or "" when the lock is free.
 	ID string
 	// Token is the fencing token of the owner's grant (0 when free).
 	Token uint64
@@ -21,16 +21,16 @@ type Owner struct {
 	TTL, Transition time.Duration
 }
 
-// Free reports whether no one held the mutex.
+// Free reports whether no one held the lock.
 func (o Owner) Free() bool { return o.ID == "" }
 
 func ownerOf(name string, rec Record) Owner {
-	return Owner{Mutex: name, ID: rec.Owner, Token: rec.Token, TTL: rec.TTL, Transition: rec.Transition}
+	return Owner{Name: name, ID: rec.OwnerID, Token: rec.Token, TTL: rec.TTL, Transition: rec.Transition}
 }
 
-// A Lease is a held grant of a mutex. It stays held until it is released,
+// A Lease is a held grant of a lock. It stays held until it is released,
 // or until its local deadline passes without a confirmed renewal; then Done
-// closes and Context is cancelled, before the store could grant the mutex to
+// closes and Context is cancelled, before the store could grant the lock to
 // anyone else (see the package documentation for the exact bound).
 //
 // Pass Token to every resource you write to under the lease, so that the
@@ -40,7 +40,7 @@ func ownerOf(name string, rec Record) Owner {
 type Lease struct {
 	name   string
 	token  uint64
-	s      *slot // the Manager's slot for the mutex, which holds the lease
+	s      *slot // the Manager's slot for the lock, which holds the lease
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	gap    time.Duration // least time from a confirmed renewal's sending to the next
@@ -103,11 +103,11 @@ func newLease(s *slot, rec Record, sent, recv, deadline time.Time) *Lease {
 	return l
 }
 
-// Name returns the mutex name.
+// Name returns the lock name.
 func (l *Lease) Name() string { return l.name }
 
 // Token returns the fencing token of this grant. It is strictly greater
-// than the token of every earlier grant of the mutex and stays the same
+// than the token of every earlier grant of the lock and stays the same
 // across renewals.
 func (l *Lease) Token() uint64 { return l.token }
 

@@ -83,7 +83,7 @@ func TestAcquireCancelled(t *testing.T) {
 }
 
 // Close releases what the Manager holds, fails its waiters, ends its
-// watches, and another Manager gets the mutex at once.
+// watches, and another Manager gets the lock at once.
 func TestCloseReleasesEverything(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
@@ -116,7 +116,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 		}
 		l := mustAcquire(t, b, "held")
 		if time.Since(closedAt) != 0 {
-			t.Errorf("mutex free %v after Close, want at once", time.Since(closedAt))
+			t.Errorf("lock free %v after Close, want at once", time.Since(closedAt))
 		}
 		_ = l.Release(bg)
 		_ = other.Release(bg)

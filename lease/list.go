@@ -2,11 +2,11 @@ package lease
 
 import "context"
 
-// Lister is an optional Store capability: the mutexes with a live grant,
+// Lister is an optional Store capability: the locks with a live grant,
 // a page at a time, for status pages and the simba CLI. It is never on a
 // hot path and the Manager does not use it.
 //
-// A listing is a snapshot of nothing: a mutex granted or released while
+// A listing is a snapshot of nothing: a lock granted or released while
 // the pages are read may or may not appear, and one that appears may be
 // free by the time its record is read again. The order is the store's
 // (SQL and ZooKeeper: by name; Redis: its key space's), and on some
@@ -14,7 +14,7 @@ import "context"
 // rehashes); a caller that must not show a name twice keeps what it
 // showed.
 type Lister interface {
-	// ListPage returns about limit mutexes with a live grant, each with
+	// ListPage returns about limit locks with a live grant, each with
 	// its record, starting at cursor ("" for the first page), and the
 	// cursor of the next page: "" when the listing is complete. A page
 	// holds at most limit names, except on a store whose scan cannot stop
@@ -29,9 +29,9 @@ type Lister interface {
 // may be lowered to it.
 const MaxListPage = 1000
 
-// NamedRecord is one mutex of a listing and its record.
+// NamedRecord is one lock of a listing and its record.
 type NamedRecord struct {
-	// Mutex is the name of the mutex.
-	Mutex string
+	// Name is the name of the lock.
+	Name string
 	Record
 }

@@ -20,7 +20,7 @@ func (m *Manager) logEvent(level slog.Level, msg, event string, attrs ...slog.At
 func (m *Manager) logAcquired(l *Lease) {
 	if m.logOn(slog.LevelInfo) {
 		m.logEvent(slog.LevelInfo, "lease acquired", EventAcquired,
-			slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token))
+			slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token))
 	}
 }
 
@@ -32,11 +32,11 @@ func (m *Manager) logReleased(l *Lease, err error) {
 	}
 	if err != nil {
 		m.logEvent(slog.LevelInfo, "lease released", EventReleased,
-			slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token), slog.Any(LogKeyError, err))
+			slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token), slog.Any(LogKeyError, err))
 		return
 	}
 	m.logEvent(slog.LevelInfo, "lease released", EventReleased,
-		slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token))
+		slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token))
 }
 
 // lossMessages explain each cause of a loss.
@@ -52,7 +52,7 @@ func (m *Manager) logLost(name string, token uint64, c cause, owner string) {
 	if !m.logOn(slog.LevelWarn) {
 		return
 	}
-	attrs := []slog.Attr{slog.String(LogKeyMutex, name), slog.Uint64(LogKeyToken, token), slog.String(LogKeyCause, causeNames[c])}
+	attrs := []slog.Attr{slog.String(LogKeyLock, name), slog.Uint64(LogKeyToken, token), slog.String(LogKeyCause, causeNames[c])}
 	if owner != "" {
 		attrs = append(attrs, slog.String(LogKeyOwner, owner))
 	}
@@ -66,17 +66,17 @@ func (m *Manager) logLeader(l *Lease, gained, lost bool) {
 	case gained:
 		if m.logOn(slog.LevelInfo) {
 			m.logEvent(slog.LevelInfo, "leadership gained", EventLeaderGained,
-				slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token))
+				slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token))
 		}
 	case lost:
 		if m.logOn(slog.LevelWarn) {
 			m.logEvent(slog.LevelWarn, "leadership lost", EventLeaderLost,
-				slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token), slog.String(LogKeyCause, "lost"))
+				slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token), slog.String(LogKeyCause, "lost"))
 		}
 	default:
 		if m.logOn(slog.LevelInfo) {
 			m.logEvent(slog.LevelInfo, "leadership ended", EventLeaderLost,
-				slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token), slog.String(LogKeyCause, "released"))
+				slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token), slog.String(LogKeyCause, "released"))
 		}
 	}
 }
@@ -84,49 +84,49 @@ func (m *Manager) logLeader(l *Lease, gained, lost bool) {
 func (m *Manager) logRenewed(l *Lease) {
 	if m.logOn(slog.LevelDebug) {
 		m.logEvent(slog.LevelDebug, "lease renewed", EventRenewed,
-			slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token))
+			slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token))
 	}
 }
 
 func (m *Manager) logRenewFailed(l *Lease, attempt int, err error) {
 	if m.logOn(slog.LevelWarn) {
 		m.logEvent(slog.LevelWarn, "renew failed", EventRenewFailed,
-			slog.String(LogKeyMutex, l.name), slog.Uint64(LogKeyToken, l.token),
+			slog.String(LogKeyLock, l.name), slog.Uint64(LogKeyToken, l.token),
 			slog.Int(LogKeyAttempt, attempt), slog.Any(LogKeyError, err))
 	}
 }
 
 func (m *Manager) logWaiting(name, owner string, retryIn time.Duration) {
 	if m.logOn(slog.LevelDebug) {
-		m.logEvent(slog.LevelDebug, "mutex held elsewhere; waiting", EventWaiting,
-			slog.String(LogKeyMutex, name), slog.String(LogKeyOwner, owner), slog.Duration(LogKeyRetryIn, retryIn))
+		m.logEvent(slog.LevelDebug, "lock held elsewhere; waiting", EventWaiting,
+			slog.String(LogKeyLock, name), slog.String(LogKeyOwner, owner), slog.Duration(LogKeyRetryIn, retryIn))
 	}
 }
 
 func (m *Manager) logAcquireFailed(name string, err error) {
 	if m.logOn(slog.LevelWarn) {
 		m.logEvent(slog.LevelWarn, "acquire failed", EventAcquireFailed,
-			slog.String(LogKeyMutex, name), slog.Any(LogKeyError, err))
+			slog.String(LogKeyLock, name), slog.Any(LogKeyError, err))
 	}
 }
 
 func (m *Manager) logReleaseFailed(name string, token uint64, err error) {
 	if m.logOn(slog.LevelWarn) {
 		m.logEvent(slog.LevelWarn, "release failed", EventReleaseFailed,
-			slog.String(LogKeyMutex, name), slog.Uint64(LogKeyToken, token), slog.Any(LogKeyError, err))
+			slog.String(LogKeyLock, name), slog.Uint64(LogKeyToken, token), slog.Any(LogKeyError, err))
 	}
 }
 
 func (m *Manager) logWatchFailed(name string, err error) {
 	if m.logOn(slog.LevelWarn) {
 		m.logEvent(slog.LevelWarn, "watch: get failed", EventWatchFailed,
-			slog.String(LogKeyMutex, name), slog.Any(LogKeyError, err))
+			slog.String(LogKeyLock, name), slog.Any(LogKeyError, err))
 	}
 }
 
 func (m *Manager) logWorkFailed(l *Lease, err error) {
 	if m.logOn(slog.LevelWarn) {
 		m.logEvent(slog.LevelWarn, "scheduled work failed", EventWorkFailed,
-			slog.String(LogKeyMutex, l.Name()), slog.Uint64(LogKeyToken, l.Token()), slog.Any(LogKeyError, err))
+			slog.String(LogKeyLock, l.Name()), slog.Uint64(LogKeyToken, l.Token()), slog.Any(LogKeyError, err))
 	}
 }

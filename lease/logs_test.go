@@ -75,9 +75,9 @@ func TestLifecycleLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantLogs(t, g,
-			"INFO acquired [mutex=job token=1]",
-			"DEBUG renewed [mutex=job token=1]",
-			"INFO released [mutex=job token=1]")
+			"INFO acquired [lock=job token=1]",
+			"DEBUG renewed [lock=job token=1]",
+			"INFO released [lock=job token=1]")
 
 		l = mustAcquire(t, m, "job")
 		if err := st.Release(bg, "job", "a", l.Token()); err != nil {
@@ -86,8 +86,8 @@ func TestLifecycleLogs(t *testing.T) {
 		<-l.Done()
 		synctest.Wait() // the holder is told first, the log follows
 		wantLogs(t, g,
-			"INFO acquired [mutex=job token=2]",
-			"WARN lost [cause=not_held mutex=job token=2]")
+			"INFO acquired [lock=job token=2]",
+			"WARN lost [cause=not_held lock=job token=2]")
 
 		l = mustAcquire(t, m, "job")
 		st.FailContender("a", memstore.FaultFail)
@@ -95,9 +95,9 @@ func TestLifecycleLogs(t *testing.T) {
 		st.Heal()
 		synctest.Wait() // the clean-up gives the lost grant back (and fails)
 		got := g.take()
-		if len(got) < 3 || got[0] != "INFO acquired [mutex=job token=3]" ||
-			got[1] != "WARN renew_failed [attempt error mutex=job token=3]" ||
-			!slices.Contains(got, "WARN lost [cause=deadline mutex=job token=3]") {
+		if len(got) < 3 || got[0] != "INFO acquired [lock=job token=3]" ||
+			got[1] != "WARN renew_failed [attempt error lock=job token=3]" ||
+			!slices.Contains(got, "WARN lost [cause=deadline lock=job token=3]") {
 			t.Errorf("logged %v, want acquired, renew_failed..., lost by deadline", got)
 		}
 
@@ -111,14 +111,14 @@ func TestLifecycleLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantLogs(t, g,
-			"INFO acquired [mutex=lead token=1]",
-			"INFO leader_gained [mutex=lead token=1]",
-			"INFO leader_lost [cause=released mutex=lead token=1]",
-			"INFO released [mutex=lead token=1]")
+			"INFO acquired [lock=lead token=1]",
+			"INFO leader_gained [lock=lead token=1]",
+			"INFO leader_lost [cause=released lock=lead token=1]",
+			"INFO released [lock=lead token=1]")
 	})
 }
 
-// TestWaitingLogsAtDebug: a waiter that finds the mutex held says so at
+// TestWaitingLogsAtDebug: a waiter that finds the lock held says so at
 // Debug, with the owner and when it tries again.
 func TestWaitingLogsAtDebug(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestWaitingLogsAtDebug(t *testing.T) {
 		l := mustAcquire(t, m, "job")
 		_ = l.Release(bg)
 		got := g.take()
-		if !slices.Contains(got, "DEBUG waiting [mutex=job owner=ghost retry_in]") {
+		if !slices.Contains(got, "DEBUG waiting [lock=job owner=ghost retry_in]") {
 			t.Errorf("logged %v, want a waiting record", got)
 		}
 	})

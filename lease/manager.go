@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// A Manager contends for mutexes on one store under one contender id. Use
-// one Manager per store per process. Goroutines that want the same mutex
+// A Manager contends for locks on one store under one contender id. Use
+// one Manager per store per process. Goroutines that want the same lock
 // through one Manager share one store contender and queue locally, in
 // order; two Managers are two contenders, exactly as two processes are.
 //
@@ -38,7 +38,7 @@ type Manager struct {
 	life   sync.RWMutex
 	closed bool
 
-	// The slots, sharded by name so that callers on different mutexes
+	// The slots, sharded by name so that callers on different locks
 	// rarely meet on a lock.
 	seed   maphash.Seed
 	shards [slotShards]shard
@@ -117,10 +117,10 @@ func NewManager(store Store, opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// ID returns the contender id under which this Manager holds mutexes.
+// ID returns the contender id under which this Manager holds locks.
 func (m *Manager) ID() string { return m.cfg.id }
 
-// Get returns the current owner of the mutex name as the store reports it.
+// Get returns the current owner of the lock name as the store reports it.
 // After Close it returns [ErrClosed].
 func (m *Manager) Get(ctx context.Context, name string) (Owner, error) {
 	if err := ValidateName(name); err != nil {
@@ -154,7 +154,7 @@ func (m *Manager) Get(ctx context.Context, name string) (Owner, error) {
 // Called from inside a callback of one of its Contenders (or a
 // Scheduler's work), Close does all of that except waiting for that
 // callback and the goroutines that serve it: its Contender is stopped as
-// [Contender.Stop] from a callback is, and its mutex is released once the
+// [Contender.Stop] from a callback is, and its lock is released once the
 // callback returns.
 func (m *Manager) Close(ctx context.Context) error {
 	if ctx == nil {
@@ -261,7 +261,7 @@ func (m *Manager) notifyOwner(o Owner) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for c := range m.contenders {
-		if c.name == o.Mutex {
+		if c.name == o.Name {
 			c.setOwner(o)
 		}
 	}

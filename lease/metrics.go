@@ -16,8 +16,8 @@ import (
 // nothing is paid; a provider whose instruments are all disabled (such as
 // the OpenTelemetry no-op provider) costs nothing either.
 //
-// Mutex names are never an attribute unless listed with
-// [WithMetricMutexNames].
+// Lock names are never an attribute unless listed with
+// [WithMetricLockNames].
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) error {
 		if mp == nil {
@@ -28,20 +28,20 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	}
 }
 
-// WithMetricMutexNames puts the mutex name ([AttrMutex]) on the
-// measurements of the listed mutexes; other mutexes' measurements carry
+// WithMetricLockNames puts the lock name ([AttrLock]) on the
+// measurements of the listed locks; other locks' measurements carry
 // no name. Names are unbounded (one per order id, say), and every name
 // is a series in the metrics backend: list a small fixed set, such as the
 // names of your elections. Each name must pass [ValidateName]; at most
-// [MaxMetricMutexNames] are allowed.
-func WithMetricMutexNames(names ...string) Option {
+// [MaxMetricLockNames] are allowed.
+func WithMetricLockNames(names ...string) Option {
 	return func(c *config) error {
-		if len(names) > MaxMetricMutexNames {
-			return fmt.Errorf("%w: %d metric mutex names, at most %d", ErrInvalidArgument, len(names), MaxMetricMutexNames)
+		if len(names) > MaxMetricLockNames {
+			return fmt.Errorf("%w: %d metric lock names, at most %d", ErrInvalidArgument, len(names), MaxMetricLockNames)
 		}
 		for _, n := range names {
 			if err := ValidateName(n); err != nil {
-				return fmt.Errorf("%w: metric mutex name: %v", ErrInvalidArgument, err)
+				return fmt.Errorf("%w: metric lock name: %v", ErrInvalidArgument, err)
 			}
 		}
 		c.metricNames = append([]string(nil), names...)
@@ -49,11 +49,11 @@ func WithMetricMutexNames(names ...string) Option {
 	}
 }
 
-// MaxMetricMutexNames bounds [WithMetricMutexNames].
-const MaxMetricMutexNames = 1000
+// MaxMetricLockNames bounds [WithMetricLockNames].
+const MaxMetricLockNames = 1000
 
 // durationBuckets are the histogram boundaries, in seconds: from 100 µs
-// (a store call on loopback) to 5 min (a long wait for a mutex).
+// (a store call on loopback) to 5 min (a long wait for a lock).
 var durationBuckets = []float64{
 	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 	0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
@@ -120,8 +120,8 @@ type metrics struct {
 	renewals, renewFails, lost metric.Int64Counter
 	storeErrs, clockSteps      metric.Int64Counter
 
-	def   *nameSets            // measurements of unlisted mutexes
-	named map[string]*nameSets // WithMetricMutexNames
+	def   *nameSets            // measurements of unlisted locks
+	named map[string]*nameSets // WithMetricLockNames
 	ops   [nOps]opSets
 	steps [2]attrs // forward, backward
 }
@@ -133,7 +133,7 @@ type attrs struct {
 	add []metric.AddOption
 }
 
-// nameSets are the attribute sets of one mutex name (or of none).
+// nameSets are the attribute sets of one lock name (or of none).
 type nameSets struct {
 	acquire [len(kindNames)][nOutcomes]attrs
 	plain   attrs // held, leader, renewals, failures
@@ -173,7 +173,7 @@ func newMetrics(cfg *config) (metrics, error) {
 	}
 	o.acquire = hist(MetricAcquireDuration, "Duration of Acquire and TryAcquire calls.")
 	o.wait = hist(MetricAcquireWait, "Time a claim waited in line before it was granted or gave up.")
-	o.gap = hist(MetricHandoffGap, "Time from a waiter seeing a mutex free to its grant.")
+	o.gap = hist(MetricHandoffGap, "Time from a waiter seeing a lock free to its grant.")
 	o.store = hist(MetricStoreDuration, "Duration of store calls.")
 	o.held = upDown(MetricHeld, "{lease}", "Leases held.")
 	o.leader = upDown(MetricLeader, "{contender}", "Contenders leading.")
@@ -199,7 +199,7 @@ func newMetrics(cfg *config) (metrics, error) {
 	if len(cfg.metricNames) > 0 {
 		o.named = make(map[string]*nameSets, len(cfg.metricNames))
 		for _, n := range cfg.metricNames {
-			o.named[n] = newNameSets([]attribute.KeyValue{attribute.String(AttrMutex, n)})
+			o.named[n] = newNameSets([]attribute.KeyValue{attribute.String(AttrLock, n)})
 		}
 	}
 	for op := range o.ops {
@@ -243,7 +243,7 @@ func newNameSets(base []attribute.KeyValue) *nameSets {
 	return s
 }
 
-// sets returns the attribute sets of the mutex name.
+// sets returns the attribute sets of the lock name.
 func (o *metrics) sets(name string) *nameSets {
 	if s := o.named[name]; s != nil {
 		return s
@@ -317,7 +317,7 @@ func (o *metrics) loss(name string, c cause) {
 	}
 }
 
-// handoff records the gap a waiter saw between a mutex being free and
+// handoff records the gap a waiter saw between a lock being free and
 // its grant.
 func (o *metrics) handoff(name string, w wake, gap time.Duration) {
 	if o.on {

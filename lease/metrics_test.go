@@ -19,7 +19,7 @@ import (
 func kv(k, v string) attribute.KeyValue { return attribute.String(k, v) }
 
 var (
-	jobAttr   = kv(lease.AttrMutex, "job")
+	jobAttr   = kv(lease.AttrLock, "job")
 	kindAcq   = kv(lease.AttrKind, lease.KindAcquire)
 	kindTry   = kv(lease.AttrKind, lease.KindTryAcquire)
 	kindCont  = kv(lease.AttrKind, lease.KindContend)
@@ -55,13 +55,13 @@ func wantCount(t *testing.T, p *metricmem.Provider, want uint64, name string, kv
 }
 
 // TestMetricsOfAHeldLease (issue 20): an acquire, two renewals and a
-// release of a listed mutex, then a lease of an unlisted one lost at its
+// release of a listed lock, then a lease of an unlisted one lost at its
 // deadline while its renewals fail: each instrument has exactly its
 // value, and the unlisted name appears in no attribute.
 func TestMetricsOfAHeldLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		m, p := observed(t, st, "a", lease.WithMetricMutexNames("job"))
+		m, p := observed(t, st, "a", lease.WithMetricLockNames("job"))
 		l := mustAcquire(t, m, "job")
 		wantCount(t, p, 1, lease.MetricAcquireDuration, jobAttr, kindAcq, acquired)
 		wantValue(t, p, 1, lease.MetricHeld, jobAttr)
@@ -80,6 +80,7 @@ func TestMetricsOfAHeldLease(t *testing.T) {
 		st.FailContender("a", memstore.FaultFail)
 		<-other.Done()
 		st.Heal()
+		synctest.Wait() // the loss is counted after the holder is told
 		wantValue(t, p, 0, lease.MetricHeld)
 		wantValue(t, p, 1, lease.MetricLosses, causeAttr(lease.CauseDeadline))
 		fails := p.Value(lease.MetricRenewalFailures)
@@ -90,8 +91,8 @@ func TestMetricsOfAHeldLease(t *testing.T) {
 		wantCount(t, p, uint64(fails), lease.MetricStoreDuration, opAttr("renew_many"), outErr)
 		for _, name := range []string{lease.MetricHeld, lease.MetricLosses, lease.MetricRenewalFailures, lease.MetricAcquireDuration} {
 			for _, set := range p.Series(name) {
-				if v, ok := set.Value(lease.AttrMutex); ok && v.AsString() != "job" {
-					t.Errorf("%s has a series for the unlisted mutex %q", name, v.AsString())
+				if v, ok := set.Value(lease.AttrLock); ok && v.AsString() != "job" {
+					t.Errorf("%s has a series for the unlisted lock %q", name, v.AsString())
 				}
 			}
 		}
@@ -110,6 +111,7 @@ func TestMetricsOfLossesByCause(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-l.Done()
+		synctest.Wait() // the loss is counted after the holder is told
 		wantValue(t, p, 1, lease.MetricLosses, causeAttr(lease.CauseNotHeld))
 
 		release := make(chan struct{})
@@ -140,7 +142,7 @@ func TestMetricsOfLossesByCause(t *testing.T) {
 // TestMetricsOfWaiters: a waiter's wait and hand-off gap, woken by the
 // store's release event, by a release of another goroutine of its
 // Manager, or by polling at the owner's transition end; TryAcquire on a
-// held mutex, an Acquire whose context ends, and a failing store call.
+// held lock, an Acquire whose context ends, and a failing store call.
 func TestMetricsOfWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
@@ -165,7 +167,7 @@ func TestMetricsOfWaiters(t *testing.T) {
 		wantCount(t, p, 2, lease.MetricAcquireWait, kindAcq, acquired)
 		_ = l2.Release(bg)
 
-		// TryAcquire on a held mutex; Acquire whose context ends.
+		// TryAcquire on a held lock; Acquire whose context ends.
 		la = mustAcquire(t, a, "job")
 		if _, err := b.TryAcquire(bg, "job"); !errors.Is(err, lease.ErrNotAcquired) {
 			t.Fatalf("TryAcquire: %v", err)
@@ -197,7 +199,7 @@ func TestMetricsOfWaiters(t *testing.T) {
 type pollOnly struct{ lease.Store }
 
 // TestMetricsHandoffGapWhenPolling: without release events, a waiter
-// sees the mutex free at the owner's transition end, as its last attempt
+// sees the lock free at the owner's transition end, as its last attempt
 // reported it, and takes it within the poll jitter (< 1s) after.
 func TestMetricsHandoffGapWhenPolling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -230,14 +232,14 @@ func TestClockStepsInstrument(t *testing.T) {
 // TestMetricOptionsValidate: nil providers, invalid names and too many
 // names are refused.
 func TestMetricOptionsValidate(t *testing.T) {
-	many := make([]string, lease.MaxMetricMutexNames+1)
+	many := make([]string, lease.MaxMetricLockNames+1)
 	for i := range many {
 		many[i] = "n"
 	}
 	for name, opt := range map[string]lease.Option{
 		"nil provider": lease.WithMeterProvider(nil),
-		"empty name":   lease.WithMetricMutexNames("ok", ""),
-		"too many":     lease.WithMetricMutexNames(many...),
+		"empty name":   lease.WithMetricLockNames("ok", ""),
+		"too many":     lease.WithMetricLockNames(many...),
 	} {
 		if _, err := lease.NewManager(memstore.New(), opt); !errors.Is(err, lease.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)

@@ -29,15 +29,15 @@ type slowReplies struct {
 	renewed *atomic.Int64 // UnixNano
 }
 
-func (s slowReplies) Acquire(ctx context.Context, mutex, contender string, ttl, tr time.Duration) (lease.Record, error) {
-	rec, err := s.Store.Acquire(ctx, mutex, contender, ttl, tr)
+func (s slowReplies) Acquire(ctx context.Context, name, contender string, ttl, tr time.Duration) (lease.Record, error) {
+	rec, err := s.Store.Acquire(ctx, name, contender, ttl, tr)
 	time.Sleep(replyDelay)
 	return rec, err
 }
 
-func (s slowReplies) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, tr time.Duration) (lease.Record, error) {
+func (s slowReplies) Renew(ctx context.Context, name, contender string, token uint64, ttl, tr time.Duration) (lease.Record, error) {
 	s.renewed.Store(time.Now().UnixNano())
-	rec, err := s.Store.Renew(ctx, mutex, contender, token, ttl, tr)
+	rec, err := s.Store.Renew(ctx, name, contender, token, ttl, tr)
 	time.Sleep(replyDelay)
 	return rec, err
 }
@@ -152,23 +152,23 @@ type releaseProbe struct {
 	before func(mutex string)
 }
 
-func (p releaseProbe) Release(ctx context.Context, mutex, contender string, token uint64) error {
-	p.before(mutex)
-	return p.Store.Release(ctx, mutex, contender, token)
+func (p releaseProbe) Release(ctx context.Context, name, contender string, token uint64) error {
+	p.before(name)
+	return p.Store.Release(ctx, name, contender, token)
 }
 
 // TestReleaseCancelsBeforeTheStoreIsAsked (I3): a lease ended by
 // Release, Close or Contender.Stop has its context cancelled before the
 // store is asked to release the grant, so the holder stops believing
-// before anyone else can be granted the mutex.
+// before anyone else can be granted the lock.
 func TestReleaseCancelsBeforeTheStoreIsAsked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		held := map[string]context.Context{}
 		var asked atomic.Int32
-		st := releaseProbe{Store: memstore.New(), before: func(mutex string) {
+		st := releaseProbe{Store: memstore.New(), before: func(name string) {
 			asked.Add(1)
-			if ctx, ok := held[mutex]; ok && ctx.Err() == nil {
-				t.Errorf("the store was asked to release %q while its lease's context was still live", mutex)
+			if ctx, ok := held[name]; ok && ctx.Err() == nil {
+				t.Errorf("the store was asked to release %q while its lease's context was still live", name)
 			}
 		}}
 		m, err := lease.NewManager(st, lease.WithContenderID("a"), lease.WithTTL(tTTL), lease.WithTransition(tTransition))

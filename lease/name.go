@@ -7,14 +7,14 @@ import (
 	"unicode/utf8"
 )
 
-// MaxNameLength is the longest mutex name, in bytes, that every store
+// MaxNameLength is the longest lock name, in bytes, that every store
 // accepts.
 const MaxNameLength = 255
 
 // MaxContenderIDLength is the longest contender id, in bytes.
 const MaxContenderIDLength = 128
 
-// ValidateName reports whether name can name a mutex: 1 to [MaxNameLength]
+// ValidateName reports whether name can name a lock: 1 to [MaxNameLength]
 // bytes of valid UTF-8 without NUL. Any other byte, including '/', '{', '}',
 // ':' and spaces, is allowed; stores encode names as they need. The error
 // wraps [ErrInvalidName].
@@ -53,8 +53,8 @@ func ValidateContenderID(id string) error {
 // id, ttl of at least a millisecond, transition not negative), for Store
 // implementations that must not trust their caller. The error wraps
 // [ErrInvalidName] or [ErrInvalidArgument].
-func ValidateRequest(mutex, contender string, ttl, transition time.Duration) error {
-	if err := ValidateName(mutex); err != nil {
+func ValidateRequest(name, contender string, ttl, transition time.Duration) error {
+	if err := ValidateName(name); err != nil {
 		return err
 	}
 	if err := ValidateContenderID(contender); err != nil {

@@ -32,8 +32,8 @@ const (
 	MetricRenewalFailures = "simba.lease.renewal.failures"
 	// MetricLosses: leases that ended without a release, by [AttrCause].
 	MetricLosses = "simba.lease.losses"
-	// MetricHandoffGap: for a waiter that gets a mutex, the time from
-	// the moment it saw the mutex free to the grant, by [AttrWake]: a
+	// MetricHandoffGap: for a waiter that gets a lock, the time from
+	// the moment it saw the lock free to the grant, by [AttrWake]: a
 	// release event pushed by the store, a release by another goroutine
 	// of this Manager, or the previous owner's transition end as the
 	// waiter's last attempt reported it (when it polls).
@@ -53,10 +53,10 @@ const (
 
 // Attribute keys of the instruments.
 const (
-	// AttrMutex is the mutex name. It is set only for names the user
-	// listed with [WithMetricMutexNames]: names are unbounded.
-	AttrMutex = "simba.mutex"
-	// AttrKind is what claimed the mutex: [KindAcquire],
+	// AttrLock is the lock name. It is set only for names the user
+	// listed with [WithMetricLockNames]: names are unbounded.
+	AttrLock = "simba.lock"
+	// AttrKind is what claimed the lock: [KindAcquire],
 	// [KindTryAcquire] or [KindContend].
 	AttrKind = "simba.kind"
 	// AttrOutcome is how a call ended: [OutcomeAcquired],
@@ -67,7 +67,7 @@ const (
 	// AttrCause is why a lease was lost: [CauseDeadline],
 	// [CauseNotHeld] or [CauseStopped].
 	AttrCause = "simba.cause"
-	// AttrWake is how a waiter learnt that a mutex was free: [WakeEvent],
+	// AttrWake is how a waiter learnt that a lock was free: [WakeEvent],
 	// [WakeLocal] or [WakePoll].
 	AttrWake = "simba.wake"
 	// AttrOperation is the store operation: acquire, renew, renew_many,
@@ -88,7 +88,7 @@ const (
 	KindTryAcquire = "try_acquire" // Manager.TryAcquire
 	KindContend    = "contend"     // a Contender's term (and so a Scheduler's)
 
-	OutcomeAcquired    = "acquired"     // the mutex was granted
+	OutcomeAcquired    = "acquired"     // the lock was granted
 	OutcomeNotAcquired = "not_acquired" // held elsewhere (TryAcquire)
 	OutcomeCanceled    = "canceled"     // the caller's context ended first
 	OutcomeClosed      = "closed"       // the Manager was closed
@@ -109,7 +109,7 @@ const (
 // match on the event instead.
 const (
 	LogKeyEvent   = "event"    // what happened: one of the Event values
-	LogKeyMutex   = "mutex"    // the mutex name
+	LogKeyLock    = "lock"     // the lock's name
 	LogKeyToken   = "token"    // the grant's fencing token
 	LogKeyOwner   = "owner"    // the owner the store reported
 	LogKeyCause   = "cause"    // why a lease was lost: a Cause value
@@ -131,7 +131,7 @@ const (
 	EventLeaderLost    = "leader_lost"    // Info when it resigned, Warn when the lease was lost
 	EventRenewed       = "renewed"        // Debug: a renewal was confirmed
 	EventRenewFailed   = "renew_failed"   // Warn: a renewal failed; it is retried until the deadline
-	EventWaiting       = "waiting"        // Debug: an attempt found the mutex held; the waiter tries again later
+	EventWaiting       = "waiting"        // Debug: an attempt found the lock held; the waiter tries again later
 	EventAcquireFailed = "acquire_failed" // Warn: an acquire attempt failed; a waiter retries
 	EventReleaseFailed = "release_failed" // Warn: a release failed; the grant lapses by itself
 	EventWatchFailed   = "watch_failed"   // Warn: Watch could not read the owner; it retries
@@ -140,6 +140,6 @@ const (
 	// stepped (LogKeyDirection, LogKeyStep); after a forward step the
 	// deadlines of the leases the server confirmed before it were brought
 	// forward (LogKeyShortened). Logged once per step and Manager, by the
-	// first reply that shows it, with that reply's mutex and token.
+	// first reply that shows it, with that reply's lock and token.
 	EventClockStep = "clock_step"
 )

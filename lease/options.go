@@ -36,7 +36,7 @@ type config struct {
 	clock       Clock
 
 	meterProvider metric.MeterProvider // nil: no metrics
-	metricNames   []string             // mutexes named in metrics
+	metricNames   []string             // locks named in metrics
 }
 
 // WithTTL sets the owner's exclusive window: a grant, and every renewal,
@@ -53,7 +53,7 @@ func WithTTL(ttl time.Duration) Option {
 }
 
 // WithTransition sets the grace window after ttl in which only the owner may
-// renew; after ttl + transition anyone may take the mutex. Waiters retry at
+// renew; after ttl + transition anyone may take the lock. Waiters retry at
 // the end of the owner's transition. Default 6 s; zero is allowed, negative
 // is not.
 func WithTransition(transition time.Duration) Option {
@@ -66,7 +66,7 @@ func WithTransition(transition time.Duration) Option {
 	}
 }
 
-// WithSafetyMargin sets how long before the server could hand the mutex to
+// WithSafetyMargin sets how long before the server could hand the lock to
 // someone else the holder considers its lease lost. The holder's deadline is
 // t_send + ttl + transition − margin, where t_send is when the last confirmed
 // acquire or renew was sent. The margin absorbs clock-rate differences
@@ -103,7 +103,7 @@ func WithCallTimeout(d time.Duration) Option {
 
 // WithContenderID sets the id under which this Manager contends. It must be
 // unique among all Managers that share a store: two Managers with one id are
-// one contender, and would both believe they hold a mutex. The default is
+// one contender, and would both believe they hold a lock. The default is
 // "host:pid:random", unique per Manager.
 func WithContenderID(id string) Option {
 	return func(c *config) error {

@@ -40,7 +40,7 @@ func TestReleaseUnderTheLeasesOwnContext(t *testing.T) {
 			if err := l.Release(ctx); err != nil {
 				t.Fatalf("second Release: %v", err)
 			}
-			if rec, _ := st.Get(bg, "job"); rec.Owner != "" {
+			if rec, _ := st.Get(bg, "job"); rec.OwnerID != "" {
 				t.Errorf("the store still grants %+v after Release", rec)
 			}
 			if n := st.Stats().Release; n != 1 {
@@ -64,7 +64,7 @@ func TestReleaseUnderTheLeasesOwnContext(t *testing.T) {
 
 // TestStoppedLeaderReleasesUnderItsContext: a Contender's leader that
 // Stop has drained (its context is cancelled) and that releases with that
-// context returns nil, as does Stop, and the mutex is free.
+// context returns nil, as does Stop, and the lock is free.
 func TestStoppedLeaderReleasesUnderItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
@@ -86,7 +86,7 @@ func TestStoppedLeaderReleasesUnderItsContext(t *testing.T) {
 		if err := <-released; err != nil {
 			t.Errorf("Release in OnAcquired after Stop: %v", err)
 		}
-		if rec, _ := st.Get(bg, "job"); rec.Owner != "" {
+		if rec, _ := st.Get(bg, "job"); rec.OwnerID != "" {
 			t.Errorf("the store still grants %+v after Stop", rec)
 		}
 	})

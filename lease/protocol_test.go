@@ -79,7 +79,7 @@ func TestRenewalSchedule(t *testing.T) {
 // Rule 2 / I3: with every store call of the holder hanging (and ignoring
 // its context), Done fires at exactly t_send + ttl + transition − safety,
 // while the renewal is still hanging, and before another contender is
-// granted the mutex.
+// granted the lock.
 func TestDeadlineFiresWhileCallHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRecorder()
@@ -209,7 +209,7 @@ func TestLostGrantIsNotReused(t *testing.T) {
 	})
 }
 
-// Rule 6: goroutines waiting on one mutex through one Manager share one
+// Rule 6: goroutines waiting on one lock through one Manager share one
 // store contender, served in order, each with a new grant; two Managers are
 // two contenders.
 func TestGoroutinesShareOneContender(t *testing.T) {
@@ -352,11 +352,11 @@ type unsetStore struct {
 	broken atomic.Bool
 }
 
-func (s *unsetStore) Acquire(ctx context.Context, mutex, contender string, ttl, tr time.Duration) (lease.Record, error) {
+func (s *unsetStore) Acquire(ctx context.Context, name, contender string, ttl, tr time.Duration) (lease.Record, error) {
 	if s.broken.Load() {
 		return lease.Record{}, fmt.Errorf("%w: relation \"simba_mutex\" does not exist", lease.ErrStoreSetup)
 	}
-	return s.Store.Acquire(ctx, mutex, contender, ttl, tr)
+	return s.Store.Acquire(ctx, name, contender, ttl, tr)
 }
 
 // A store that is not set up fails Acquire and TryAcquire at once (no

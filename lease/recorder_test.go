@@ -49,24 +49,24 @@ func (r *recorder) of(op, contender string) []call {
 	return out
 }
 
-func (r *recorder) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+func (r *recorder) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	at := time.Now()
-	rec, err := r.Store.Acquire(ctx, mutex, contender, ttl, transition)
+	rec, err := r.Store.Acquire(ctx, name, contender, ttl, transition)
 	r.add(call{op: "acquire", contender: contender, at: at, rec: rec, err: err})
 	return rec, err
 }
 
-func (r *recorder) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+func (r *recorder) Renew(ctx context.Context, name, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
 	at := time.Now()
 	r.add(call{op: "renew-sent", contender: contender, at: at})
-	rec, err := r.Store.Renew(ctx, mutex, contender, token, ttl, transition)
+	rec, err := r.Store.Renew(ctx, name, contender, token, ttl, transition)
 	r.add(call{op: "renew", contender: contender, at: at, rec: rec, err: err})
 	return rec, err
 }
 
-func (r *recorder) Release(ctx context.Context, mutex, contender string, token uint64) error {
+func (r *recorder) Release(ctx context.Context, name, contender string, token uint64) error {
 	at := time.Now()
-	err := r.Store.Release(ctx, mutex, contender, token)
+	err := r.Store.Release(ctx, name, contender, token)
 	r.add(call{op: "release", contender: contender, at: at, rec: lease.Record{Token: token}, err: err})
 	return err
 }

@@ -139,7 +139,7 @@ var reentryCases = []reentryCase{
 // TestStopFromInsideACallback (issue 14 item 3, S16): a leader that
 // resigns from inside its own callback (Contender.Stop, Manager.Close,
 // Scheduler.Stop) gets its call back at once instead of waiting for the
-// callback that makes it, and the mutex is released once the callback
+// callback that makes it, and the lock is released once the callback
 // returns, not left to lapse. Nothing keeps running afterwards.
 func TestStopFromInsideACallback(t *testing.T) {
 	for _, tc := range reentryCases {
@@ -169,7 +169,7 @@ func TestStopFromInsideACallback(t *testing.T) {
 				}
 				at, ok := <-granted
 				if !ok {
-					t.Fatal("b was never granted the mutex")
+					t.Fatal("b was never granted the lock")
 				}
 				if tc.releasedOnReturn {
 					if at.Before(got.returned) {

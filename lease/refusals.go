@@ -7,7 +7,7 @@ import (
 )
 
 // refusals are the grants of a Manager that must not be used again: per
-// mutex, an abandoned grant to leave alone until it could have lapsed, and
+// lock, an abandoned grant to leave alone until it could have lapsed, and
 // a token whose release failed. Entries expire; both maps are swept so
 // that they stay bounded by the names used within about ttl +
 // transition, even names never used again. Guarded by rmu, which is taken
@@ -16,10 +16,10 @@ type refusals struct {
 	rmu  sync.Mutex
 	nref atomic.Int32 // entries in both maps, read without rmu
 
-	// abandonedUntil holds, per mutex, when a grant whose Stop gave up on
+	// abandonedUntil holds, per lock, when a grant whose Stop gave up on
 	// its callbacks has surely lapsed on the server.
 	abandonedUntil map[string]time.Time
-	// unreleased holds, per mutex, a token of ours that the store may still
+	// unreleased holds, per lock, a token of ours that the store may still
 	// grant us but that must never be handed out again (its holder was
 	// told the lease ended, and releasing it failed), and until when it
 	// could still be live.

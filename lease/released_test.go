@@ -20,11 +20,11 @@ type forgetfulStore struct {
 	forget atomic.Bool
 }
 
-func (s *forgetfulStore) Release(ctx context.Context, mutex, contender string, token uint64) error {
+func (s *forgetfulStore) Release(ctx context.Context, name, contender string, token uint64) error {
 	if s.forget.Load() && token != 0 {
 		return nil
 	}
-	return s.Store.Release(ctx, mutex, contender, token)
+	return s.Store.Release(ctx, name, contender, token)
 }
 
 // TestReleasedGrantNeverComesBack: a grant the Manager released, that the
@@ -70,7 +70,7 @@ func TestReleasedGrantNeverComesBack(t *testing.T) {
 				t.Fatalf("TryAcquire: %v", err)
 			}
 			synctest.Wait() // a worker gives the stale grant back
-			if rec, _ := st.Get(bg, "job"); rec.Owner != "" && rec.Token <= l1.Token() {
+			if rec, _ := st.Get(bg, "job"); rec.OwnerID != "" && rec.Token <= l1.Token() {
 				t.Errorf("the stale grant %+v is left on the store", rec)
 			}
 		})

@@ -22,7 +22,7 @@ func (m *Manager) sendRenewals(ls []*Lease) {
 			defer m.wg.Done()
 			reqs := make([]RenewRequest, len(batch))
 			for i, l := range batch {
-				reqs[i] = RenewRequest{Mutex: l.name, Contender: cfg.id, Token: l.token, TTL: cfg.ttl, Transition: cfg.transition}
+				reqs[i] = RenewRequest{Name: l.name, Contender: cfg.id, Token: l.token, TTL: cfg.ttl, Transition: cfg.transition}
 			}
 			sent := cfg.clock.Now()
 			var results []RenewResult
@@ -98,7 +98,7 @@ func (l *Lease) renewed(sent time.Time, rec Record, err error) {
 		a, seen := l.sample(), l.stepSeen
 		l.mu.Unlock()
 		m.clockStep(l, a, b, seen) // first: the step is why it is lost
-		if l.refused(rec.Owner) {
+		if l.refused(rec.OwnerID) {
 			m.notifyOwner(ownerOf(l.name, rec))
 		}
 	default:

@@ -32,7 +32,7 @@ type unextended struct {
 	sent []time.Time
 }
 
-func (s *unextended) renew(ctx context.Context, mutex, contender string, token uint64) (lease.Record, error) {
+func (s *unextended) renew(ctx context.Context, name, contender string, token uint64) (lease.Record, error) {
 	s.mu.Lock()
 	s.sent = append(s.sent, time.Now())
 	n := len(s.sent)
@@ -40,21 +40,21 @@ func (s *unextended) renew(ctx context.Context, mutex, contender string, token u
 	if n >= runaway {
 		return lease.Record{}, fmt.Errorf("test store: %d renewals: %w", n, lease.ErrNotHeld)
 	}
-	rec, err := s.Store.Get(ctx, mutex)
-	if err != nil || rec.Owner != contender || rec.Token != token {
+	rec, err := s.Store.Get(ctx, name)
+	if err != nil || rec.OwnerID != contender || rec.Token != token {
 		return rec, fmt.Errorf("test store: renew of a grant it does not hold: %w", lease.ErrNotHeld)
 	}
 	return rec, nil
 }
 
-func (s *unextended) Renew(ctx context.Context, mutex, contender string, token uint64, _, _ time.Duration) (lease.Record, error) {
-	return s.renew(ctx, mutex, contender, token)
+func (s *unextended) Renew(ctx context.Context, name, contender string, token uint64, _, _ time.Duration) (lease.Record, error) {
+	return s.renew(ctx, name, contender, token)
 }
 
 func (s *unextended) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
 	res := make([]lease.RenewResult, len(reqs))
 	for i, r := range reqs {
-		res[i].Record, res[i].Err = s.renew(ctx, r.Mutex, r.Contender, r.Token)
+		res[i].Record, res[i].Err = s.renew(ctx, r.Name, r.Contender, r.Token)
 	}
 	return res, nil
 }

@@ -40,13 +40,13 @@ func (t Trigger) validate() error {
 }
 
 // A Scheduler runs work periodically, only while its Manager leads the
-// schedule's mutex: at most one process runs it at a time.
+// schedule's lock: at most one process runs it at a time.
 type Scheduler struct {
 	c       *Contender
 	running atomic.Bool
 }
 
-// Schedule starts contending for the mutex name and, in every term of
+// Schedule starts contending for the lock name and, in every term of
 // leadership, runs work as trig says. work's ctx is cancelled when
 // leadership ends; the next leader starts only after work has returned
 // (on Stop) or after the lease has expired (on loss). An error returned by
@@ -80,7 +80,7 @@ func (s *Scheduler) Running() bool { return s.running.Load() }
 func (s *Scheduler) Leading() bool { return s.c.Leading() }
 
 // Stop ends the schedule: it cancels a running work's ctx, waits for it to
-// return (bounded by ctx), and releases the mutex. Stop is idempotent.
+// return (bounded by ctx), and releases the lock. Stop is idempotent.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.running.Store(false)
 	return s.c.Stop(ctx)

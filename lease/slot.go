@@ -21,8 +21,8 @@ const (
 	claimCancelled
 )
 
-// A claim is one local request for a mutex that waits: an Acquire or
-// TryAcquire call that found the slot busy or the mutex taken, or one
+// A claim is one local request for a lock that waits: an Acquire or
+// TryAcquire call that found the slot busy or the lock taken, or one
 // term of a Contender.
 type claim struct {
 	kind  claimKind
@@ -40,7 +40,7 @@ func (m *Manager) newClaim(kind claimKind) *claim {
 	return c
 }
 
-// A slot is the single store contender of one Manager for one mutex. At
+// A slot is the single store contender of one Manager for one lock. At
 // most one goroutine at a time makes its acquire, release and clean-up
 // store calls (it is busy), so a grant is never given to two local holders:
 // the caller itself for an uncontended Acquire or a Release, a worker
@@ -66,13 +66,13 @@ type progress struct {
 	errs      int           // consecutive failed attempts
 	uncertain bool          // the last Acquire's outcome is unknown
 	queued    bool          // the store may have us in its wait queue
-	freedBy   wake          // how the mutex was seen free (metrics)
+	freedBy   wake          // how the lock was seen free (metrics)
 	lostToken uint64        // a grant we gave up locally that may still be live
 	delay     time.Duration // a worker taking over waits this long first
 	freed     time.Duration // when it was, from the Manager's start; 0: not seen
 }
 
-// seenFree notes that the mutex was seen free at, for the hand-off gap
+// seenFree notes that the lock was seen free at, for the hand-off gap
 // of the waiter that gets it next.
 func (s *slot) seenFree(at time.Time, w wake) {
 	s.p.freed, s.p.freedBy = max(at.Sub(s.m.started), 1), w

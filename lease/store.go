@@ -24,17 +24,17 @@ import (
 //
 // Contract, per method:
 //
-//   - Acquire grants the mutex to contender when it is free, when the previous
+//   - Acquire grants the lock to contender when it is free, when the previous
 //     grant's transition has ended on the server's clock, or when contender
 //     already holds a live grant (then it extends that grant and keeps its
 //     token, so a retried Acquire whose reply was lost is idempotent). A new
 //     grant gets a token strictly greater than every earlier grant's token for
-//     that mutex, across server restarts. A new grant runs for ttl, then for
+//     that lock, across server restarts. A new grant runs for ttl, then for
 //     transition during which only its holder may renew. Acquire returns the
-//     record after the attempt: the caller holds the mutex exactly when
-//     Record.Owner == contender. Losing is not an error. A store with a fair
+//     record after the attempt: the caller holds the lock exactly when
+//     Record.OwnerID == contender. Losing is not an error. A store with a fair
 //     wait queue may enqueue a losing contender (with an expiry, so a crashed
-//     waiter does not absorb wake-ups) and may refuse a free mutex to anyone
+//     waiter does not absorb wake-ups) and may refuse a free lock to anyone
 //     but the longest live waiter for a short hand-off window; it then reports
 //     an empty Owner with a positive Transition, the time after which the
 //     caller should try again.
@@ -43,16 +43,16 @@ import (
 //     [ErrNotHeld] when that grant is not the current one or its transition
 //     has ended: a late renew never re-acquires. On ErrNotHeld the returned
 //     Record describes the current owner when the store knows it.
-//   - Release ends contender's interest in the mutex. When contender holds the
+//   - Release ends contender's interest in the lock. When contender holds the
 //     grant with this token, the grant ends at once and the next waiter is
 //     woken; otherwise it returns an error wrapping [ErrNotHeld] and leaves the
 //     current owner alone. In both cases any wait-queue entry of contender is
 //     removed. Token 0 (never a valid token) only withdraws from the queue.
 //   - Get reads the current record without changing anything. An unknown or
-//     free mutex is a zero Owner, not an error.
+//     free lock is a zero Owner, not an error.
 //
 // What a record promises. The record of the holder's own Acquire or Renew
-// is what the lease relies on: nobody else is granted the mutex until its
+// is what the lease relies on: nobody else is granted the lock until its
 // Transition has passed since the call was sent (the holder's deadline
 // counts from there, on the smaller of Transition and ttl + transition).
 // A store reports the grant as asked (TTL ttl and Transition ttl +
@@ -66,7 +66,7 @@ import (
 // holders. Either way, while nothing fails, a grant runs for ttl, then
 // transition, as asked (a GrantLimiter's may end once MaxGrant passed).
 //
-// The records others see (Get, a losing Acquire) tell when the mutex may
+// The records others see (Get, a losing Acquire) tell when the lock may
 // be free. A store whose holders renew without writing cannot see from
 // another client how much of a grant is left: it reports the longest the
 // grant can last without a call of its holder (its whole ttl and
@@ -79,27 +79,27 @@ import (
 // Store wraps [ErrStoreSetup] around errors that retrying cannot fix (a
 // missing table, a missing privilege), so that callers fail fast.
 type Store interface {
-	Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (Record, error)
-	Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (Record, error)
-	Release(ctx context.Context, mutex, contender string, token uint64) error
-	Get(ctx context.Context, mutex string) (Record, error)
+	Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (Record, error)
+	Renew(ctx context.Context, name, contender string, token uint64, ttl, transition time.Duration) (Record, error)
+	Release(ctx context.Context, name, contender string, token uint64) error
+	Get(ctx context.Context, name string) (Record, error)
 }
 
-// Record is the state of one mutex as the store's server saw it during a
+// Record is the state of one lock as the store's server saw it during a
 // call.
 type Record struct {
-	// Owner is the contender id of the current grant, or "" when the mutex
+	// OwnerID is the contender id of the current grant, or "" when the lock
 	// is free.
-	Owner string
+	OwnerID string
 	// Token is the fencing token of the current grant (0 when free).
 	Token uint64
 	// TTL is the time left, on the server's clock, until the grant's ttl
 	// ends. It is never negative.
 	TTL time.Duration
 	// Transition is the time left until the grant's transition ends, after
-	// which any contender may take the mutex. It is never less than TTL.
+	// which any contender may take the lock. It is never less than TTL.
 	// With an empty Owner, a positive Transition means the store holds the
-	// mutex back (a fair hand-off) for that long. How exact both are
+	// lock back (a fair hand-off) for that long. How exact both are
 	// depends on who reads them: see what a record promises at [Store].
 	Transition time.Duration
 	// ServerTime is the reading of the clock that decides the grant's
@@ -113,7 +113,7 @@ type Record struct {
 }
 
 // Held reports whether the record names contender as the owner.
-func (r Record) Held(contender string) bool { return r.Owner != "" && r.Owner == contender }
+func (r Record) Held(contender string) bool { return r.OwnerID != "" && r.OwnerID == contender }
 
 // Watcher is an optional Store capability: push notifications that let
 // waiters try again at once instead of at the owner's transition end.
@@ -121,21 +121,21 @@ func (r Record) Held(contender string) bool { return r.Owner != "" && r.Owner ==
 // Events are hints only. Acquisition is always the atomic Acquire; a lost
 // event delays a waiter but never blocks it, because waiters also poll.
 type Watcher interface {
-	// Watch subscribes to events of mutex. contender is the id of the
+	// Watch subscribes to events of lock. contender is the id of the
 	// waiting contender, so a store with a fair queue can wake only the
 	// next waiter; "" subscribes an observer that wants every change.
 	// The channel is closed when ctx ends or the subscription breaks; the
 	// caller then falls back to polling and may call Watch again. A store
 	// may drop events for a slow receiver; it never blocks on one.
-	Watch(ctx context.Context, mutex, contender string) (<-chan Event, error)
+	Watch(ctx context.Context, name, contender string) (<-chan Event, error)
 }
 
-// Event is a hint that the owner of a mutex changed.
+// Event is a hint that the owner of a lock changed.
 type Event struct {
-	// Mutex is the name the event is about.
-	Mutex string
-	// Owner is the new owner, or "" when the mutex was released.
-	Owner string
+	// Name is the name the event is about.
+	Name string
+	// OwnerID is the new owner, or "" when the lock was released.
+	OwnerID string
 	// Token is the new grant's token, or 0 after a release.
 	Token uint64
 }
@@ -168,7 +168,7 @@ type BatchRenewer interface {
 
 // RenewRequest is one grant to renew in a [BatchRenewer.RenewMany] call.
 type RenewRequest struct {
-	Mutex      string
+	Name       string
 	Contender  string
 	Token      uint64
 	TTL        time.Duration

@@ -20,7 +20,7 @@ const (
 // than ttl + transition) minus the safety margin.
 //
 // The server wrote the grant at some instant after sent, so on a clock that
-// runs at the server's rate nobody else can be granted the mutex before
+// runs at the server's rate nobody else can be granted the lock before
 // sent + ttl + transition; firing safety earlier absorbs rate differences
 // and the holder's own scheduling delay.
 func (c *config) deadline(sent time.Time, rec Record) time.Time {

@@ -24,7 +24,7 @@ func TestDeadlineFormula(t *testing.T) {
 	} {
 		c := mustConfig(t, WithTTL(tc.ttl), WithTransition(tc.transition))
 		sent := time.Unix(1000, 0)
-		full := Record{Owner: "me", Token: 1, TTL: tc.ttl, Transition: tc.ttl + tc.transition}
+		full := Record{OwnerID: "me", Token: 1, TTL: tc.ttl, Transition: tc.ttl + tc.transition}
 		if got := c.deadline(sent, full).Sub(sent); got != tc.want {
 			t.Errorf("ttl %v transition %v: deadline − t_send = %v, want %v", tc.ttl, tc.transition, got, tc.want)
 		}
@@ -84,7 +84,7 @@ func TestRenewAt(t *testing.T) {
 
 func TestWaitDelayJitterBounds(t *testing.T) {
 	c := mustConfig(t, WithTTL(time.Second), WithTransition(500*time.Millisecond))
-	rec := Record{Owner: "other", TTL: 700 * time.Millisecond, Transition: 1200 * time.Millisecond}
+	rec := Record{OwnerID: "other", TTL: 700 * time.Millisecond, Transition: 1200 * time.Millisecond}
 	lo, hi := time.Duration(1<<62), time.Duration(0)
 	for range 20000 {
 		d := c.waitDelay(rec)
@@ -98,12 +98,12 @@ func TestWaitDelayJitterBounds(t *testing.T) {
 	if lo > rec.Transition-150*time.Millisecond || hi < rec.Transition+950*time.Millisecond {
 		t.Errorf("jitter range [%v, %v] does not span [−200ms, +1000ms) around %v", lo, hi, rec.Transition)
 	}
-	// Without transition, Simba has no early part; a free mutex is retried
+	// Without transition, Simba has no early part; a free lock is retried
 	// soon, but never in a busy loop.
 	c0 := mustConfig(t, WithTTL(time.Second), WithTransition(0))
 	for range 2000 {
 		if d := c0.waitDelay(Record{}); d < minRetry || d >= time.Second {
-			t.Fatalf("free mutex, zero transition: wait %v outside [%v, 1s)", d, minRetry)
+			t.Fatalf("free lock, zero transition: wait %v outside [%v, 1s)", d, minRetry)
 		}
 	}
 }

@@ -7,17 +7,17 @@ import (
 	"time"
 )
 
-// Watch observes the owner of the mutex name without contending. The
+// Watch observes the owner of the lock name without contending. The
 // channel receives the current owner first, then every change (a new
 // grant, a release, an expiry), and is closed when ctx ends or the Manager
 // closes. Changes are found by store events where the store pushes them,
 // and by polling at the owner's transition end otherwise; a slow receiver
 // sees only the latest owner.
 //
-// Watching costs the store about one Get per ttl while the mutex is held
+// Watching costs the store about one Get per ttl while the lock is held
 // (an owner that keeps renewing keeps its transition end ahead), and as
 // much while it is free on a store that pushes changes. On a store that
-// cannot push, a free mutex is polled every ttl/4, at most a second apart.
+// cannot push, a free lock is polled every ttl/4, at most a second apart.
 func (m *Manager) Watch(ctx context.Context, name string) (<-chan Owner, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -86,7 +86,7 @@ func (m *Manager) watch(ctx context.Context, name string, ch chan<- Owner) {
 // returned rec, with or without a live subscription to the store's events.
 func (m *Manager) watchDelay(rec Record, push bool) time.Duration {
 	switch {
-	case rec.Owner != "" || rec.Transition > 0:
+	case rec.OwnerID != "" || rec.Transition > 0:
 		// An owner that keeps renewing keeps its transition end ahead;
 		// check at least once per ttl, shortly after it could lapse (a
 		// lapse is not pushed).

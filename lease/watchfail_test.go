@@ -21,11 +21,11 @@ type deafStore struct {
 	acquires atomic.Int64
 }
 
-func (s *deafStore) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+func (s *deafStore) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	if s.acquires.Add(1) > 1000 { // spinning: end it (in a bubble it never would)
 		return lease.Record{}, fmt.Errorf("deafStore: 1000 acquires: %w", lease.ErrStoreSetup)
 	}
-	return s.Store.Acquire(ctx, mutex, contender, ttl, transition)
+	return s.Store.Acquire(ctx, name, contender, ttl, transition)
 }
 
 func (s *deafStore) Watch(context.Context, string, string) (<-chan lease.Event, error) {
@@ -49,7 +49,7 @@ func TestWaiterPollsWhenWatchFails(t *testing.T) {
 		defer cancel()
 		st.acquires.Store(0)
 		if _, err := waiter.Acquire(ctx, "job"); !errors.Is(err, lease.ErrNotAcquired) {
-			t.Fatalf("Acquire of a held mutex: %v, want ErrNotAcquired when ctx ends", err)
+			t.Fatalf("Acquire of a held lock: %v, want ErrNotAcquired when ctx ends", err)
 		}
 		// The holder renews every ttl/3 and the waiter polls at each
 		// transition end it is told: a handful of attempts over 3 ttl.

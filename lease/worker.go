@@ -122,13 +122,13 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event, deaf bool) boo
 	if !rec.Held(cfg.id) {
 		p.errs = 0
 		p.queued = true
-		s.failIf(fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.Owner), isTry)
+		s.failIf(fmt.Errorf("%w: %q is held by %q", ErrNotAcquired, s.name, rec.OwnerID), isTry)
 		if m.obs.on { // free at the owner's transition end, unless released earlier
 			s.seenFree(sent.Add(rec.Transition), wakePoll)
 		}
 		if !s.empty() && (*events != nil || m.watcher == nil || deaf) {
 			d := cfg.waitDelay(rec)
-			m.logWaiting(s.name, rec.Owner, d)
+			m.logWaiting(s.name, rec.OwnerID, d)
 			s.wait(d, events)
 		} // else: subscribe, then attempt again at once (work)
 		return false
@@ -239,7 +239,7 @@ func (s *slot) tooShort(rec Record, took time.Duration) error {
 
 // wait sleeps until the next attempt is due, an event arrives, the claims
 // change or the Manager closes. With metrics on, a release event marks
-// when the mutex was seen free (the hand-off gap); a closed events
+// when the lock was seen free (the hand-off gap); a closed events
 // channel is set to nil, and polling goes on, as in pause.
 func (s *slot) wait(d time.Duration, events *<-chan Event) {
 	m := s.m
@@ -259,7 +259,7 @@ func (s *slot) wait(d time.Duration, events *<-chan Event) {
 				*events = nil
 				continue
 			}
-			if e.Owner == "" {
+			if e.OwnerID == "" {
 				s.seenFree(m.cfg.clock.Now(), wakeEvent)
 			}
 		}

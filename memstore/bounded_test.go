@@ -11,7 +11,7 @@ import (
 )
 
 // TestGetAndWatchCreateNoState (issue 14 item 9, S18): reading or watching
-// a mutex nobody ever acquired leaves nothing behind.
+// a lock nobody ever acquired leaves nothing behind.
 func TestGetAndWatchCreateNoState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := memstore.New()
@@ -24,10 +24,10 @@ func TestGetAndWatchCreateNoState(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := s.Release(bg, "never/released", "w", 0); err == nil {
-			t.Fatal("withdrawing from a mutex nobody used: no error")
+			t.Fatal("withdrawing from a lock nobody used: no error")
 		}
 		if _, err := s.Renew(bg, "never/renewed", "w", 1, ttl, tr); err == nil {
-			t.Fatal("renewing a mutex nobody used: no error")
+			t.Fatal("renewing a lock nobody used: no error")
 		}
 		cancel()
 		synctest.Wait()
@@ -39,7 +39,7 @@ func TestGetAndWatchCreateNoState(t *testing.T) {
 
 // TestStateIsBounded (issue 14 item 9, S18): a service that locks one
 // name per order id, and reads and watches others, keeps a bounded number
-// of mutex states: a free, unwatched mutex is forgotten after the
+// of lock states: a free, unwatched lock is forgotten after the
 // retention, and a name that comes back still gets a greater token.
 func TestStateIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -66,13 +66,13 @@ func TestStateIsBounded(t *testing.T) {
 		// At most the names used within about two retentions (the sweep
 		// is amortized over the calls).
 		if most > 2500 {
-			t.Errorf("%d mutex states at most over %d names used 1ms apart with a 1s retention", most, names)
+			t.Errorf("%d lock states at most over %d names used 1ms apart with a 1s retention", most, names)
 		}
 		time.Sleep(2 * time.Second)
 		get(t, s, "read/again")
 		mustHold(t, s, "orders/last", "a")
 		if got := len(s.Mutexes()); got > 2 {
-			t.Errorf("%d mutex states after every name went quiet, want at most 2", got)
+			t.Errorf("%d lock states after every name went quiet, want at most 2", got)
 		}
 		// orders/0 was forgotten long ago; its next token is still greater.
 		if rec := mustHold(t, s, "orders/0", "b"); rec.Token <= 1 {
@@ -100,13 +100,13 @@ func TestForgottenMutexKeepsTokensIncreasing(t *testing.T) {
 		get(t, s, "x") // a call that lets the store sweep
 		mustHold(t, s, "another", "a")
 		if got := s.Mutexes(); len(got) != 1 || got[0] != "another" {
-			t.Fatalf("Mutexes() = %q after 2 minutes, want only the mutex used since", got)
+			t.Fatalf("Locks() = %q after 2 minutes, want only the lock used since", got)
 		}
 		if c := s.Inspect(mx).Counter; c < last {
-			t.Errorf("Inspect of a forgotten mutex: Counter %d, below its last token %d", c, last)
+			t.Errorf("Inspect of a forgotten lock: Counter %d, below its last token %d", c, last)
 		}
 		if rec := mustHold(t, s, mx, "b"); rec.Token <= last {
-			t.Errorf("token %d after the mutex was forgotten, not greater than its last %d", rec.Token, last)
+			t.Errorf("token %d after the lock was forgotten, not greater than its last %d", rec.Token, last)
 		}
 	})
 }

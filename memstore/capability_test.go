@@ -16,14 +16,14 @@ func TestObserverSeesEveryOwnerChange(t *testing.T) {
 		obs := watch(t, s, mx, "")
 		other := watch(t, s, "other", "")
 		tok := mustHold(t, s, mx, "a").Token
-		wantEvent(t, "grant", obs, lease.Event{Mutex: mx, Owner: "a", Token: tok})
+		wantEvent(t, "grant", obs, lease.Event{Name: mx, OwnerID: "a", Token: tok})
 		mustHold(t, s, mx, "a") // extending is no change of owner
 		mustLose(t, s, mx, "b")
 		wantNoEvent(t, "extension and losing acquire", obs)
 		release(t, s, mx, "a", tok)
-		wantEvent(t, "release", obs, lease.Event{Mutex: mx})
+		wantEvent(t, "release", obs, lease.Event{Name: mx})
 		tok = mustHold(t, s, mx, "b").Token
-		wantEvent(t, "hand-off grant", obs, lease.Event{Mutex: mx, Owner: "b", Token: tok})
+		wantEvent(t, "hand-off grant", obs, lease.Event{Name: mx, OwnerID: "b", Token: tok})
 		wantNoEvent(t, "another mutex's observer", other)
 	})
 }
@@ -39,7 +39,7 @@ func TestReleaseWakesOnlyTheHead(t *testing.T) {
 		}
 		release(t, s, mx, "a", tok)
 		for _, ch := range chans["b"] { // both of the head's subscriptions
-			wantEvent(t, "head", ch, lease.Event{Mutex: mx})
+			wantEvent(t, "head", ch, lease.Event{Name: mx})
 		}
 		for _, c := range []string{"c", "d"} {
 			for _, ch := range chans[c] {
@@ -60,7 +60,7 @@ func TestWatchDropsWhenFullAndNeverBlocks(t *testing.T) {
 			tok := mustHold(t, s, mx, "a").Token
 			release(t, s, mx, "a", tok)
 		}
-		wantEvent(t, "first event kept", obs, lease.Event{Mutex: mx, Owner: "a", Token: 1})
+		wantEvent(t, "first event kept", obs, lease.Event{Name: mx, OwnerID: "a", Token: 1})
 		wantNoEvent(t, "the rest dropped", obs)
 		if cap(obs) != 1 {
 			t.Fatalf("buffer %d, want 1", cap(obs))
@@ -123,13 +123,13 @@ func TestRenewManyRenewsEachAsRenewWould(t *testing.T) {
 		mustHold(t, s, "m3", "a")
 		time.Sleep(ttl + time.Second)
 		reqs := []lease.RenewRequest{
-			{Mutex: "m1", Contender: "a", Token: ta, TTL: ttl, Transition: tr},
-			{Mutex: "m2", Contender: "a", Token: tb, TTL: ttl, Transition: tr},         // b's grant
-			{Mutex: "m3", Contender: "a", Token: 99, TTL: ttl, Transition: tr},         // wrong token
-			{Mutex: "m4", Contender: "a", Token: 1, TTL: ttl, Transition: tr},          // never granted
-			{Mutex: "", Contender: "a", Token: ta, TTL: ttl, Transition: tr},           // bad name
-			{Mutex: "m1", Contender: "a", Token: ta, TTL: 0, Transition: tr},           // bad ttl
-			{Mutex: "m2", Contender: "b", Token: tb, TTL: 2 * ttl, Transition: 2 * tr}, // b's, own timings
+			{Name: "m1", Contender: "a", Token: ta, TTL: ttl, Transition: tr},
+			{Name: "m2", Contender: "a", Token: tb, TTL: ttl, Transition: tr},         // b's grant
+			{Name: "m3", Contender: "a", Token: 99, TTL: ttl, Transition: tr},         // wrong token
+			{Name: "m4", Contender: "a", Token: 1, TTL: ttl, Transition: tr},          // never granted
+			{Name: "", Contender: "a", Token: ta, TTL: ttl, Transition: tr},           // bad name
+			{Name: "m1", Contender: "a", Token: ta, TTL: 0, Transition: tr},           // bad ttl
+			{Name: "m2", Contender: "b", Token: tb, TTL: 2 * ttl, Transition: 2 * tr}, // b's, own timings
 		}
 		res, err := s.RenewMany(bg, reqs)
 		if err != nil {
@@ -139,13 +139,13 @@ func TestRenewManyRenewsEachAsRenewWould(t *testing.T) {
 			t.Fatalf("%d results for %d requests", len(res), len(reqs))
 		}
 		want := []lease.Record{
-			{Owner: "a", Token: ta, TTL: ttl, Transition: ttl + tr},
-			{Owner: "b", Token: tb, TTL: 0, Transition: tr - time.Second},
-			{Owner: "a", Token: 1, TTL: 0, Transition: tr - time.Second},
+			{OwnerID: "a", Token: ta, TTL: ttl, Transition: ttl + tr},
+			{OwnerID: "b", Token: tb, TTL: 0, Transition: tr - time.Second},
+			{OwnerID: "a", Token: 1, TTL: 0, Transition: tr - time.Second},
 			{},
 			{},
 			{},
-			{Owner: "b", Token: tb, TTL: 2 * ttl, Transition: 2 * (ttl + tr)},
+			{OwnerID: "b", Token: tb, TTL: 2 * ttl, Transition: 2 * (ttl + tr)},
 		}
 		wantErrs := []error{nil, lease.ErrNotHeld, lease.ErrNotHeld, lease.ErrNotHeld,
 			lease.ErrInvalidName, lease.ErrInvalidArgument, nil}
@@ -175,12 +175,12 @@ func TestRenewManyEmptyAndAfterTransition(t *testing.T) {
 		}
 		tok := mustHold(t, s, mx, "a").Token
 		time.Sleep(ttl + tr)
-		res, err = s.RenewMany(bg, []lease.RenewRequest{{Mutex: mx, Contender: "a", Token: tok, TTL: ttl, Transition: tr}})
+		res, err = s.RenewMany(bg, []lease.RenewRequest{{Name: mx, Contender: "a", Token: tok, TTL: ttl, Transition: tr}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantErr(t, "late batch renew", res[0].Err, lease.ErrNotHeld)
-		if rec := get(t, s, mx); rec.Owner != "" {
+		if rec := get(t, s, mx); rec.OwnerID != "" {
 			t.Fatalf("late batch renew re-acquired: %+v", rec)
 		}
 	})

@@ -35,13 +35,13 @@ func TestServerTimeAndStepClock(t *testing.T) {
 		if d := r3.ServerTime.Sub(r2.ServerTime); d != ttl {
 			t.Fatalf("server time advanced %v across a step of %v, want %v", d, ttl, ttl)
 		}
-		if r3.Owner != "a" || r3.Transition != tr {
+		if r3.OwnerID != "a" || r3.Transition != tr {
 			t.Fatalf("Get after the step = %+v, want a's grant with %v left", r3, tr)
 		}
 		// A step back by 2·ttl: tr later, the grant still has 2·ttl left.
 		s.StepClock(-2 * ttl)
 		time.Sleep(tr)
-		if rec := get(t, s, "m"); rec.Owner != "a" || rec.Transition != 2*ttl {
+		if rec := get(t, s, "m"); rec.OwnerID != "a" || rec.Transition != 2*ttl {
 			t.Fatalf("Get after a step back = %+v, want a's grant with %v left", rec, 2*ttl)
 		}
 	})

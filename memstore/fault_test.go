@@ -42,7 +42,7 @@ func TestFaultHangIgnoresContextUntilHealed(t *testing.T) {
 		s.Heal()
 		<-done
 		// Released late, the request runs as it arrives now.
-		if err != nil || rec.Owner != "b" {
+		if err != nil || rec.OwnerID != "b" {
 			t.Fatalf("late Acquire = %+v, %v; want it to lose to b", rec, err)
 		}
 	})
@@ -63,7 +63,7 @@ func TestHungRenewRunsLateAndIsRefused(t *testing.T) {
 		nb := mustHold(t, s, mx, "b")
 		s.SetFault(func(memstore.Op, string, string) memstore.Fault { return memstore.FaultNone })
 		wantErr(t, "late Renew", <-errc, lease.ErrNotHeld)
-		if rec := get(t, s, mx); rec.Owner != "b" || rec.Token != nb.Token {
+		if rec := get(t, s, mx); rec.OwnerID != "b" || rec.Token != nb.Token {
 			t.Fatalf("late Renew disturbed the new owner: %+v", rec)
 		}
 	})
@@ -121,7 +121,7 @@ func TestFaultFailAppliesNothing(t *testing.T) {
 	wantErr(t, "Acquire", err, memstore.ErrInjected)
 	_, err = s.Renew(bg, mx, "a", tok, ttl, tr)
 	wantErr(t, "Renew", err, memstore.ErrInjected)
-	_, err = s.RenewMany(bg, []lease.RenewRequest{{Mutex: mx, Contender: "a", Token: tok, TTL: ttl, Transition: tr}})
+	_, err = s.RenewMany(bg, []lease.RenewRequest{{Name: mx, Contender: "a", Token: tok, TTL: ttl, Transition: tr}})
 	wantErr(t, "RenewMany", err, memstore.ErrInjected)
 	wantErr(t, "Release", s.Release(bg, mx, "b", 0), memstore.ErrInjected)
 	wantErr(t, "Release", s.Release(bg, mx, "a", tok), memstore.ErrInjected)
@@ -160,7 +160,7 @@ func TestFaultLoseReplyAppliesThenFails(t *testing.T) {
 			t.Fatalf("lost Renew was not applied: %+v", st)
 		}
 		time.Sleep(time.Second)
-		_, err = s.RenewMany(bg, []lease.RenewRequest{{Mutex: mx, Contender: "a", Token: 1, TTL: ttl, Transition: tr}})
+		_, err = s.RenewMany(bg, []lease.RenewRequest{{Name: mx, Contender: "a", Token: 1, TTL: ttl, Transition: tr}})
 		wantErr(t, "RenewMany", err, memstore.ErrInjected)
 		if st := s.Inspect(mx); st.TTL != ttl {
 			t.Fatalf("lost RenewMany was not applied: %+v", st)
@@ -185,7 +185,7 @@ func TestFaultLoseReplyAppliesThenFails(t *testing.T) {
 		s.FailContender("a", memstore.FaultLoseReply)
 		wantErr(t, "Release", s.Release(bg, mx, "a", 1), memstore.ErrInjected)
 		s.Heal()
-		if rec := get(t, s, mx); rec.Owner != "" {
+		if rec := get(t, s, mx); rec.OwnerID != "" {
 			t.Fatalf("lost Release was not applied: %+v", rec)
 		}
 		wantErr(t, "retried Release", s.Release(bg, mx, "a", 1), lease.ErrNotHeld)
@@ -203,8 +203,8 @@ func TestFailContenderHitsOnlyThatContender(t *testing.T) {
 	wantErr(t, "b's Acquire", err, memstore.ErrInjected)
 
 	reqs := []lease.RenewRequest{
-		{Mutex: mx, Contender: "a", Token: ta, TTL: ttl, Transition: tr},
-		{Mutex: "other", Contender: "b", Token: tb, TTL: ttl, Transition: tr},
+		{Name: mx, Contender: "a", Token: ta, TTL: ttl, Transition: tr},
+		{Name: "other", Contender: "b", Token: tb, TTL: ttl, Transition: tr},
 	}
 	_, err = s.RenewMany(bg, reqs)
 	wantErr(t, "batch with one of b's requests", err, memstore.ErrInjected)
@@ -224,7 +224,7 @@ func TestDoneContextAppliesNothing(t *testing.T) {
 	}
 	tok := mustHold(t, s, mx, "a").Token
 	wantErr(t, "Release", s.Release(ctx, mx, "a", tok), context.Canceled)
-	if rec := get(t, s, mx); rec.Owner != "a" {
+	if rec := get(t, s, mx); rec.OwnerID != "a" {
 		t.Fatalf("Release with a done context applied: %+v", rec)
 	}
 	if errors.Is(err, memstore.ErrInjected) {

@@ -13,15 +13,15 @@ func TestAcquireFreeGrantsFullDurations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := memstore.New()
 		if rec := get(t, s, mx); rec != (lease.Record{}) {
-			t.Fatalf("Get of unknown mutex = %+v, want zero", rec)
+			t.Fatalf("Get of unknown lock = %+v, want zero", rec)
 		}
 		rec := mustHold(t, s, mx, "a")
-		want := lease.Record{Owner: "a", Token: 1, TTL: ttl, Transition: ttl + tr}
+		want := lease.Record{OwnerID: "a", Token: 1, TTL: ttl, Transition: ttl + tr}
 		if rec != want {
 			t.Fatalf("Acquire = %+v, want %+v", rec, want)
 		}
 		time.Sleep(4 * time.Second)
-		want = lease.Record{Owner: "a", Token: 1, TTL: ttl - 4*time.Second, Transition: ttl + tr - 4*time.Second}
+		want = lease.Record{OwnerID: "a", Token: 1, TTL: ttl - 4*time.Second, Transition: ttl + tr - 4*time.Second}
 		if rec := get(t, s, mx); rec != want {
 			t.Fatalf("Get after 4s = %+v, want %+v", rec, want)
 		}
@@ -34,7 +34,7 @@ func TestAcquireLosesToLiveGrant(t *testing.T) {
 		mustHold(t, s, mx, "a")
 		time.Sleep(ttl + time.Second) // in a's transition
 		rec := mustLose(t, s, mx, "b")
-		want := lease.Record{Owner: "a", Token: 1, TTL: 0, Transition: tr - time.Second}
+		want := lease.Record{OwnerID: "a", Token: 1, TTL: 0, Transition: tr - time.Second}
 		if rec != want {
 			t.Fatalf("losing Acquire = %+v, want %+v", rec, want)
 		}
@@ -47,7 +47,7 @@ func TestReacquireExtendsAndKeepsToken(t *testing.T) {
 		mustHold(t, s, mx, "a")
 		time.Sleep(ttl + tr - time.Millisecond) // the last moment of the grant
 		rec := mustHold(t, s, mx, "a")
-		want := lease.Record{Owner: "a", Token: 1, TTL: ttl, Transition: ttl + tr}
+		want := lease.Record{OwnerID: "a", Token: 1, TTL: ttl, Transition: ttl + tr}
 		if rec != want {
 			t.Fatalf("retried Acquire = %+v, want %+v", rec, want)
 		}
@@ -101,9 +101,9 @@ func TestTokensStrictlyIncreaseAcrossGrants(t *testing.T) {
 		if last != 5 {
 			t.Fatalf("last token = %d, want 5", last)
 		}
-		// Tokens are per mutex.
+		// Tokens are per lock.
 		if rec := mustHold(t, s, "other", "a"); rec.Token != 1 {
-			t.Fatalf("first token of another mutex = %d, want 1", rec.Token)
+			t.Fatalf("first token of another lock = %d, want 1", rec.Token)
 		}
 	})
 }
@@ -118,7 +118,7 @@ func TestRenewWithinTTLAndTransition(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Renew after %v: %v", wait, err)
 			}
-			want := lease.Record{Owner: "a", Token: tok, TTL: ttl, Transition: ttl + tr}
+			want := lease.Record{OwnerID: "a", Token: tok, TTL: ttl, Transition: ttl + tr}
 			if plain(rec) != want {
 				t.Fatalf("Renew after %v = %+v, want %+v", wait, rec, want)
 			}
@@ -141,7 +141,7 @@ func TestLateRenewNeverReacquires(t *testing.T) {
 		if plain(rec) != (lease.Record{}) {
 			t.Fatalf("late Renew record = %+v, want free", rec)
 		}
-		if rec := get(t, s, mx); rec.Owner != "" {
+		if rec := get(t, s, mx); rec.OwnerID != "" {
 			t.Fatalf("late Renew re-acquired: %+v", rec)
 		}
 		// With a new owner, the failed renew reports it and leaves it alone.
@@ -165,12 +165,12 @@ func TestRenewNeedsContenderAndToken(t *testing.T) {
 		}{{"b", tok}, {"a", tok + 1}, {"a", 0}} {
 			rec, err := s.Renew(bg, mx, c.contender, c.token, ttl, tr)
 			wantErr(t, "Renew("+c.contender+")", err, lease.ErrNotHeld)
-			if rec.Owner != "a" || rec.Token != tok || rec.TTL != ttl-time.Second {
+			if rec.OwnerID != "a" || rec.Token != tok || rec.TTL != ttl-time.Second {
 				t.Fatalf("failed Renew changed or misreported the grant: %+v", rec)
 			}
 		}
 		if _, err := s.Renew(bg, "unknown", "a", tok, ttl, tr); err == nil {
-			t.Fatal("Renew of an unknown mutex succeeded")
+			t.Fatal("Renew of an unknown lock succeeded")
 		}
 	})
 }
@@ -205,7 +205,7 @@ func TestStaleReleaseLeavesOwnerAlone(t *testing.T) {
 		for _, c := range cases {
 			err := s.Release(bg, mx, c.contender, c.token)
 			wantErr(t, "stale Release", err, lease.ErrNotHeld)
-			if rec := get(t, s, mx); rec.Owner != "b" || rec.Token != nb.Token {
+			if rec := get(t, s, mx); rec.OwnerID != "b" || rec.Token != nb.Token {
 				t.Fatalf("Release(%s, %d) disturbed the owner: %+v", c.contender, c.token, rec)
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// Test hooks: injected faults, call counts and a look inside a mutex. None
+// Test hooks: injected faults, call counts and a look inside a lock. None
 // of them is part of the lease.Store port.
 
 // ErrInjected is wrapped by every error a [Fault] makes a call return.
@@ -72,14 +72,14 @@ func (f Fault) String() string {
 }
 
 // SetFault installs f, which every later call consults before it runs; nil
-// removes it. f gets the operation, the mutex and the contender ("" for Get
+// removes it. f gets the operation, the lock and the contender ("" for Get
 // and observer Watches). RenewMany asks f once per request (once with empty
 // names for an empty batch), and the first answer other than FaultNone
 // applies to the whole batch, which is one round trip. f runs without the
 // Store's lock, possibly concurrently; it must not block.
 //
 // Replacing the fault function releases every call hung by FaultHang.
-func (s *Store) SetFault(f func(op Op, mutex, contender string) Fault) {
+func (s *Store) SetFault(f func(op Op, name, contender string) Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fault = f
@@ -105,7 +105,7 @@ func (s *Store) FailContender(id string, fault Fault) {
 	})
 }
 
-// target is the mutex and contender of a call or of one batch request.
+// target is the lock and contender of a call or of one batch request.
 type target struct{ mutex, contender string }
 
 // enter is the start of every operation after validation: it counts the
@@ -162,19 +162,19 @@ func (s *Store) enter(ctx context.Context, op Op, targets ...target) (loseReply 
 }
 
 // injected is the error of an injected fault.
-func injected(op Op, mutex string, fault Fault) error {
-	return fmt.Errorf("%s: %v: %w", prefix(op, mutex), fault, ErrInjected)
+func injected(op Op, name string, fault Fault) error {
+	return fmt.Errorf("%s: %v: %w", prefix(op, name), fault, ErrInjected)
 }
 
-// prefix starts an error message about op on mutex ("" for a batch).
-func prefix(op Op, mutex string) string {
-	if mutex == "" {
+// prefix starts an error message about op on lock ("" for a batch).
+func prefix(op Op, name string) string {
+	if name == "" {
 		return "memstore: " + string(op)
 	}
-	return fmt.Sprintf("memstore: %s %q", op, mutex)
+	return fmt.Sprintf("memstore: %s %q", op, name)
 }
 
-// Stats, ResetStats, Inspect and Mutexes are back doors: they count as no
+// Stats, ResetStats, Inspect and Locks are back doors: they count as no
 // call and do not pass the fault hook.
 
 // Stats counts calls per operation, one per round trip: a call is counted
@@ -226,41 +226,41 @@ func (s *Store) ResetStats() {
 	s.stats = Stats{}
 }
 
-// State is a snapshot of one mutex's server-side state, for invariant checks
+// State is a snapshot of one lock's server-side state, for invariant checks
 // such as "no orphans": after every contender is gone and its ttl and
 // transition have passed, Owner is "" and Queue is empty.
 type State struct {
 	// Owner and Token describe the live grant; both are zero when the
-	// mutex is free.
+	// lock is free.
 	Owner string
 	Token uint64
-	// Counter is the highest token ever granted for the mutex (0 if none);
+	// Counter is the highest token ever granted for the lock (0 if none);
 	// its next grant's token is greater. It never goes down, not even on
-	// release; for a mutex the Store forgot (see [WithRetention]) it is the
-	// store-wide high-water mark, at least the mutex's own last token.
+	// release; for a lock the Store forgot (see [WithRetention]) it is the
+	// store-wide high-water mark, at least the lock's own last token.
 	Counter uint64
 	// TTL and Transition are what a Record would report now.
 	TTL, Transition time.Duration
 	// Queue lists the live waiters, longest waiting first.
 	Queue []string
-	// Reserved is the waiter a freed mutex is held back for, or "".
+	// Reserved is the waiter a freed lock is held back for, or "".
 	Reserved string
 	// Watchers is the number of open Watch subscriptions, waiters' and
 	// observers' together.
 	Watchers int
 }
 
-// Inspect returns the state of mutex as the server sees it now, after
+// Inspect returns the state of lock as the server sees it now, after
 // ending what the clock has ended (grants, queue entries, reservations). An
-// unknown or forgotten mutex is free with an empty queue. The name is not
+// unknown or forgotten lock is free with an empty queue. The name is not
 // validated.
-func (s *Store) Inspect(mutex string) State {
+func (s *Store) Inspect(name string) State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.mutexes[mutex]
+	m := s.mutexes[name]
 	if m == nil {
 		// Unknown or forgotten: its next grant's token exceeds the floor.
-		return State{Counter: s.floor, Watchers: len(s.subs[mutex])}
+		return State{Counter: s.floor, Watchers: len(s.subs[name])}
 	}
 	now := s.clock()
 	s.settle(m, now)
@@ -273,7 +273,7 @@ func (s *Store) Inspect(mutex string) State {
 		TTL:        rec.TTL,
 		Transition: rec.Transition,
 		Reserved:   m.reserved,
-		Watchers:   len(s.subs[mutex]),
+		Watchers:   len(s.subs[name]),
 	}
 	for _, w := range m.queue {
 		st.Queue = append(st.Queue, w.contender)
@@ -281,9 +281,9 @@ func (s *Store) Inspect(mutex string) State {
 	return st
 }
 
-// Mutexes returns the names of every mutex the Store has state for, sorted:
+// Locks returns the names of every lock the Store has state for, sorted:
 // held, with waiters, or used within the retention (see [WithRetention]).
-// Reading or watching a mutex creates no state.
+// Reading or watching a lock creates no state.
 func (s *Store) Mutexes() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

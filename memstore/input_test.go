@@ -73,7 +73,7 @@ func TestOddButValidInputIsAccepted(t *testing.T) {
 		mustHold(t, s, "unicode-id/"+strconv.Itoa(i), "ïd {x}:y/z")
 	}
 	if got := len(s.Mutexes()); got != 2*len(names) {
-		t.Fatalf("%d mutexes for %d distinct names", got, 2*len(names))
+		t.Fatalf("%d locks for %d distinct names", got, 2*len(names))
 	}
 	// Extreme durations saturate instead of wrapping into the past.
 	rec, err := s.Acquire(bg, "huge", "a", math.MaxInt64, math.MaxInt64)
@@ -88,7 +88,7 @@ func TestOddButValidInputIsAccepted(t *testing.T) {
 }
 
 // TestConcurrentUseIsExclusive runs contenders on the real clock under the
-// race detector: at most one holds the mutex at a time, and tokens grow in
+// race detector: at most one holds the lock at a time, and tokens grow in
 // grant order.
 func TestConcurrentUseIsExclusive(t *testing.T) {
 	s := memstore.New(memstore.WithHandoff(time.Millisecond))
@@ -132,7 +132,7 @@ func TestConcurrentUseIsExclusive(t *testing.T) {
 				holder, last = id, rec.Token
 				granted++
 				mu.Unlock()
-				if _, err := s.RenewMany(bg, []lease.RenewRequest{{Mutex: mx, Contender: id, Token: rec.Token, TTL: time.Hour}}); err != nil {
+				if _, err := s.RenewMany(bg, []lease.RenewRequest{{Name: mx, Contender: id, Token: rec.Token, TTL: time.Hour}}); err != nil {
 					t.Error(err)
 				}
 				mu.Lock()

@@ -27,11 +27,11 @@ const (
 var bg = context.Background()
 
 // acquire calls Acquire with the default timings and fails the test on error.
-func acquire(t *testing.T, s *memstore.Store, mutex, contender string) lease.Record {
+func acquire(t *testing.T, s *memstore.Store, name, contender string) lease.Record {
 	t.Helper()
-	rec, err := s.Acquire(bg, mutex, contender, ttl, tr)
+	rec, err := s.Acquire(bg, name, contender, ttl, tr)
 	if err != nil {
-		t.Fatalf("Acquire(%q, %q): %v", mutex, contender, err)
+		t.Fatalf("Acquire(%q, %q): %v", name, contender, err)
 	}
 	return plain(rec)
 }
@@ -43,32 +43,32 @@ func plain(rec lease.Record) lease.Record {
 	return rec
 }
 
-// mustHold acquires and fails the test unless contender now holds mutex.
-func mustHold(t *testing.T, s *memstore.Store, mutex, contender string) lease.Record {
+// mustHold acquires and fails the test unless contender now holds lock.
+func mustHold(t *testing.T, s *memstore.Store, name, contender string) lease.Record {
 	t.Helper()
-	rec := acquire(t, s, mutex, contender)
+	rec := acquire(t, s, name, contender)
 	if !rec.Held(contender) {
-		t.Fatalf("Acquire(%q, %q) = %+v, want it held", mutex, contender, rec)
+		t.Fatalf("Acquire(%q, %q) = %+v, want it held", name, contender, rec)
 	}
 	return rec
 }
 
-// mustLose acquires and fails the test if contender now holds mutex.
-func mustLose(t *testing.T, s *memstore.Store, mutex, contender string) lease.Record {
+// mustLose acquires and fails the test if contender now holds lock.
+func mustLose(t *testing.T, s *memstore.Store, name, contender string) lease.Record {
 	t.Helper()
-	rec := acquire(t, s, mutex, contender)
-	if rec.Owner == contender {
-		t.Fatalf("Acquire(%q, %q) = %+v, want it lost", mutex, contender, rec)
+	rec := acquire(t, s, name, contender)
+	if rec.OwnerID == contender {
+		t.Fatalf("Acquire(%q, %q) = %+v, want it lost", name, contender, rec)
 	}
 	return rec
 }
 
 // get calls Get and fails the test on error.
-func get(t *testing.T, s *memstore.Store, mutex string) lease.Record {
+func get(t *testing.T, s *memstore.Store, name string) lease.Record {
 	t.Helper()
-	rec, err := s.Get(bg, mutex)
+	rec, err := s.Get(bg, name)
 	if err != nil {
-		t.Fatalf("Get(%q): %v", mutex, err)
+		t.Fatalf("Get(%q): %v", name, err)
 	}
 	return plain(rec)
 }
@@ -81,29 +81,29 @@ func wantErr(t *testing.T, what string, err, target error) {
 	}
 }
 
-// wantQueue fails the test unless mutex's live wait queue is want.
-func wantQueue(t *testing.T, s *memstore.Store, mutex string, want ...string) {
+// wantQueue fails the test unless lock's live wait queue is want.
+func wantQueue(t *testing.T, s *memstore.Store, name string, want ...string) {
 	t.Helper()
-	got := s.Inspect(mutex).Queue
+	got := s.Inspect(name).Queue
 	if len(got) != len(want) {
-		t.Fatalf("queue of %q = %q, want %q", mutex, got, want)
+		t.Fatalf("queue of %q = %q, want %q", name, got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
-			t.Fatalf("queue of %q = %q, want %q", mutex, got, want)
+			t.Fatalf("queue of %q = %q, want %q", name, got, want)
 		}
 	}
 }
 
 // watch subscribes and fails the test on error. The subscription ends with
 // the test.
-func watch(t *testing.T, s *memstore.Store, mutex, contender string) <-chan lease.Event {
+func watch(t *testing.T, s *memstore.Store, name, contender string) <-chan lease.Event {
 	t.Helper()
 	ctx, cancel := context.WithCancel(bg)
 	t.Cleanup(cancel)
-	ch, err := s.Watch(ctx, mutex, contender)
+	ch, err := s.Watch(ctx, name, contender)
 	if err != nil {
-		t.Fatalf("Watch(%q, %q): %v", mutex, contender, err)
+		t.Fatalf("Watch(%q, %q): %v", name, contender, err)
 	}
 	return ch
 }

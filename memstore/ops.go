@@ -12,24 +12,24 @@ import (
 // passes the fault hook (see SetFault), then runs as one atomic step under
 // the Store's lock on the server clock.
 
-// Acquire grants mutex to contender when it is free (and not reserved for
+// Acquire grants lock to contender when it is free (and not reserved for
 // another waiter), when the previous grant's transition has ended, or when
 // contender already holds the live grant; then the grant runs for ttl, then
-// for transition. A new grant gets the mutex's next fencing token, even when
+// for transition. A new grant gets the lock's next fencing token, even when
 // it goes to the contender whose earlier grant ended; extending a live grant
 // keeps the token. A losing contender joins the wait queue. Losing is not an
-// error: the caller holds the mutex exactly when the returned Record's Owner
+// error: the caller holds the lock exactly when the returned Record's Owner
 // is contender.
-func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
-	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
-		return lease.Record{}, fmt.Errorf("memstore: acquire %q: %w", mutex, err)
+func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	if err := lease.ValidateRequest(name, contender, ttl, transition); err != nil {
+		return lease.Record{}, fmt.Errorf("memstore: acquire %q: %w", name, err)
 	}
-	lost, err := s.enter(ctx, OpAcquire, target{mutex, contender})
+	lost, err := s.enter(ctx, OpAcquire, target{name, contender})
 	if err != nil {
 		return lease.Record{}, err
 	}
 	var rec lease.Record
-	s.do(mutex, true, func(m *mutexState, now time.Time) {
+	s.do(name, true, func(m *mutexState, now time.Time) {
 		switch {
 		case m.owner == contender:
 			m.extend(now, ttl, transition)
@@ -44,7 +44,7 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 		rec = m.record(now)
 	})
 	if lost {
-		return lease.Record{}, injected(OpAcquire, mutex, FaultLoseReply)
+		return lease.Record{}, injected(OpAcquire, name, FaultLoseReply)
 	}
 	return rec, nil
 }
@@ -53,29 +53,29 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 // from the server's now, keeping the token. It fails with an error wrapping
 // [lease.ErrNotHeld], and returns the current record, when that grant is not
 // the current one or its transition has ended; it never re-acquires.
-func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
-	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
-		return lease.Record{}, fmt.Errorf("memstore: renew %q: %w", mutex, err)
+func (s *Store) Renew(ctx context.Context, name, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+	if err := lease.ValidateRequest(name, contender, ttl, transition); err != nil {
+		return lease.Record{}, fmt.Errorf("memstore: renew %q: %w", name, err)
 	}
-	lost, err := s.enter(ctx, OpRenew, target{mutex, contender})
+	lost, err := s.enter(ctx, OpRenew, target{name, contender})
 	if err != nil {
 		return lease.Record{}, err
 	}
 	var rec lease.Record
-	s.do(mutex, false, func(m *mutexState, now time.Time) {
-		rec, err = m.renew(mutex, contender, token, ttl, transition, now)
+	s.do(name, false, func(m *mutexState, now time.Time) {
+		rec, err = m.renew(name, contender, token, ttl, transition, now)
 	})
 	if lost {
-		return lease.Record{}, injected(OpRenew, mutex, FaultLoseReply)
+		return lease.Record{}, injected(OpRenew, name, FaultLoseReply)
 	}
 	return rec, err
 }
 
-// renew is one Renew on settled state (nil: an unknown mutex). s.mu is
+// renew is one Renew on settled state (nil: an unknown lock). s.mu is
 // held.
-func (m *mutexState) renew(mutex, contender string, token uint64, ttl, transition time.Duration, now time.Time) (lease.Record, error) {
+func (m *mutexState) renew(name, contender string, token uint64, ttl, transition time.Duration, now time.Time) (lease.Record, error) {
 	if m == nil || m.owner != contender || m.token != token {
-		return m.record(now), fmt.Errorf("memstore: renew %q: %w", mutex, lease.ErrNotHeld)
+		return m.record(now), fmt.Errorf("memstore: renew %q: %w", name, lease.ErrNotHeld)
 	}
 	m.extend(now, ttl, transition)
 	return m.record(now), nil
@@ -89,10 +89,10 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 	results := make([]lease.RenewResult, len(reqs))
 	targets := make([]target, len(reqs))
 	for i, r := range reqs {
-		if err := lease.ValidateRequest(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
-			results[i].Err = fmt.Errorf("memstore: renew %q: %w", r.Mutex, err)
+		if err := lease.ValidateRequest(r.Name, r.Contender, r.TTL, r.Transition); err != nil {
+			results[i].Err = fmt.Errorf("memstore: renew %q: %w", r.Name, err)
 		}
-		targets[i] = target{r.Mutex, r.Contender}
+		targets[i] = target{r.Name, r.Contender}
 	}
 	lost, err := s.enter(ctx, OpRenewMany, targets...)
 	if err != nil {
@@ -104,8 +104,8 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 		if results[i].Err != nil {
 			continue
 		}
-		s.apply(r.Mutex, false, now, func(m *mutexState, now time.Time) {
-			results[i].Record, results[i].Err = m.renew(r.Mutex, r.Contender, r.Token, r.TTL, r.Transition, now)
+		s.apply(r.Name, false, now, func(m *mutexState, now time.Time) {
+			results[i].Record, results[i].Err = m.renew(r.Name, r.Contender, r.Token, r.TTL, r.Transition, now)
 		})
 	}
 	s.mu.Unlock()
@@ -115,24 +115,24 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 	return results, nil
 }
 
-// Release ends contender's interest in mutex. When contender holds the
-// current grant with token, the mutex is freed at once, observers are told,
+// Release ends contender's interest in lock. When contender holds the
+// current grant with token, the lock is freed at once, observers are told,
 // and the longest live waiter is woken and gets the hand-off window (see
 // [WithHandoff]). Otherwise it returns an error wrapping [lease.ErrNotHeld]
 // and leaves the owner alone; token 0, never a valid token, always takes
 // this path and so only withdraws from the queue. In both cases contender's
 // wait-queue entry is removed.
-func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
-	if err := checkNameContender(mutex, contender); err != nil {
-		return fmt.Errorf("memstore: release %q: %w", mutex, err)
+func (s *Store) Release(ctx context.Context, name, contender string, token uint64) error {
+	if err := checkNameContender(name, contender); err != nil {
+		return fmt.Errorf("memstore: release %q: %w", name, err)
 	}
-	lost, err := s.enter(ctx, OpRelease, target{mutex, contender})
+	lost, err := s.enter(ctx, OpRelease, target{name, contender})
 	if err != nil {
 		return err
 	}
-	s.do(mutex, false, func(m *mutexState, now time.Time) {
+	s.do(name, false, func(m *mutexState, now time.Time) {
 		if m == nil {
-			err = fmt.Errorf("memstore: release %q: %w", mutex, lease.ErrNotHeld)
+			err = fmt.Errorf("memstore: release %q: %w", name, lease.ErrNotHeld)
 			return
 		}
 		m.dequeue(contender)
@@ -142,36 +142,36 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 			return
 		}
 		s.settleReservation(m, now) // contender may have been the reserved waiter
-		err = fmt.Errorf("memstore: release %q: %w", mutex, lease.ErrNotHeld)
+		err = fmt.Errorf("memstore: release %q: %w", name, lease.ErrNotHeld)
 	})
 	if lost {
-		return injected(OpRelease, mutex, FaultLoseReply)
+		return injected(OpRelease, name, FaultLoseReply)
 	}
 	return err
 }
 
-// Get returns the current record of mutex without changing it. A free or
-// unknown mutex has an empty Owner; a free mutex held back for a waiter has
+// Get returns the current record of lock without changing it. A free or
+// unknown lock has an empty Owner; a free lock held back for a waiter has
 // a positive Transition (the rest of the hand-off window).
-func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
-	if err := lease.ValidateName(mutex); err != nil {
+func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
+	if err := lease.ValidateName(name); err != nil {
 		return lease.Record{}, fmt.Errorf("memstore: get: %w", err)
 	}
-	lost, err := s.enter(ctx, OpGet, target{mutex, ""})
+	lost, err := s.enter(ctx, OpGet, target{name, ""})
 	if err != nil {
 		return lease.Record{}, err
 	}
 	var rec lease.Record
-	s.do(mutex, false, func(m *mutexState, now time.Time) { rec = m.record(now) })
+	s.do(name, false, func(m *mutexState, now time.Time) { rec = m.record(now) })
 	if lost {
-		return lease.Record{}, injected(OpGet, mutex, FaultLoseReply)
+		return lease.Record{}, injected(OpGet, name, FaultLoseReply)
 	}
 	return rec, nil
 }
 
-// checkNameContender validates a mutex name and a contender id.
-func checkNameContender(mutex, contender string) error {
-	if err := lease.ValidateName(mutex); err != nil {
+// checkNameContender validates a lock name and a contender id.
+func checkNameContender(name, contender string) error {
+	if err := lease.ValidateName(name); err != nil {
 		return err
 	}
 	return lease.ValidateContenderID(contender)

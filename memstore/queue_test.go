@@ -10,10 +10,10 @@ import (
 )
 
 // release releases a held grant and fails the test on error.
-func release(t *testing.T, s *memstore.Store, mutex, contender string, token uint64) {
+func release(t *testing.T, s *memstore.Store, name, contender string, token uint64) {
 	t.Helper()
-	if err := s.Release(bg, mutex, contender, token); err != nil {
-		t.Fatalf("Release(%q, %q, %d): %v", mutex, contender, token, err)
+	if err := s.Release(bg, name, contender, token); err != nil {
+		t.Fatalf("Release(%q, %q, %d): %v", name, contender, token, err)
 	}
 }
 
@@ -35,7 +35,7 @@ func TestQueueIsFIFOAndRefreshKeepsPlace(t *testing.T) {
 		release(t, s, mx, "a", tok)
 		for _, c := range []string{"d", "c", "a"} {
 			rec := mustLose(t, s, mx, c)
-			if rec.Owner != "" || rec.Transition != memstore.DefaultHandoff {
+			if rec.OwnerID != "" || rec.Transition != memstore.DefaultHandoff {
 				t.Fatalf("%s during b's hand-off got %+v, want empty owner and a 1s window", c, rec)
 			}
 		}
@@ -61,7 +61,7 @@ func TestHandoffLapsesToNextWaiter(t *testing.T) {
 		mustLose(t, s, mx, "d")
 		b, c, d := watch(t, s, mx, "b"), watch(t, s, mx, "c"), watch(t, s, mx, "d")
 		release(t, s, mx, "a", tok)
-		wantEvent(t, "b on release", b, lease.Event{Mutex: mx})
+		wantEvent(t, "b on release", b, lease.Event{Name: mx})
 		wantNoEvent(t, "c on release", c)
 		wantNoEvent(t, "d on release", d)
 
@@ -72,7 +72,7 @@ func TestHandoffLapsesToNextWaiter(t *testing.T) {
 		// b never comes: when its window ends, c is woken, without any call.
 		time.Sleep(memstore.DefaultHandoff / 2)
 		synctest.Wait()
-		wantEvent(t, "c after b's window", c, lease.Event{Mutex: mx})
+		wantEvent(t, "c after b's window", c, lease.Event{Name: mx})
 		wantNoEvent(t, "b after its window", b)
 		wantNoEvent(t, "d after b's window", d)
 		if st := s.Inspect(mx); st.Reserved != "c" || st.Owner != "" {
@@ -114,7 +114,7 @@ func TestHandoffDisabledOnlyWakes(t *testing.T) {
 		mustLose(t, s, mx, "b")
 		b := watch(t, s, mx, "b")
 		release(t, s, mx, "a", tok)
-		wantEvent(t, "b on release", b, lease.Event{Mutex: mx})
+		wantEvent(t, "b on release", b, lease.Event{Name: mx})
 		if rec := get(t, s, mx); rec != (lease.Record{}) {
 			t.Fatalf("Get after release without hand-off = %+v, want free", rec)
 		}
@@ -132,7 +132,7 @@ func TestWithdrawingReservedWaiterHandsOn(t *testing.T) {
 		c := watch(t, s, mx, "c")
 		release(t, s, mx, "a", tok)
 		wantErr(t, "withdrawal", s.Release(bg, mx, "b", 0), lease.ErrNotHeld)
-		wantEvent(t, "c after b withdrew", c, lease.Event{Mutex: mx})
+		wantEvent(t, "c after b withdrew", c, lease.Event{Name: mx})
 		if st := s.Inspect(mx); st.Reserved != "c" {
 			t.Fatalf("reserved for %q, want c", st.Reserved)
 		}
@@ -165,7 +165,7 @@ func TestQueueEntryExpires(t *testing.T) {
 		c := watch(t, s, mx, "c")
 		release(t, s, mx, "a", tok)
 		wantNoEvent(t, "expired waiter", b)
-		wantEvent(t, "live waiter", c, lease.Event{Mutex: mx})
+		wantEvent(t, "live waiter", c, lease.Event{Name: mx})
 		time.Sleep(2 * time.Second)
 		wantQueue(t, s, mx) // c expired too; its window lapsed first
 		if st := s.Inspect(mx); st.Reserved != "" || st.Owner != "" {
@@ -204,7 +204,7 @@ func TestWaitersDoNotOrphan(t *testing.T) {
 			t.Fatalf("state after every contender's time ran out: %+v", st)
 		}
 		if got := s.Mutexes(); len(got) != 1 || got[0] != mx {
-			t.Fatalf("Mutexes() = %q", got)
+			t.Fatalf("Locks() = %q", got)
 		}
 	})
 }

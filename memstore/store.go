@@ -9,22 +9,22 @@
 //
 // Fairness: a losing Acquire queues its contender (FIFO, kept for
 // 2 × (ttl + transition) after its latest Acquire). A Release wakes only the
-// longest live waiter and holds the mutex for it for a short hand-off window
+// longest live waiter and holds the lock for it for a short hand-off window
 // ([WithHandoff]). When a grant's transition simply ends, nothing is held
 // back and nobody is woken: waiters poll at that time anyway, and the first
 // Acquire after it wins, which keeps the takeover bound after a crash at
 // ttl + transition plus the caller's jitter and poll.
 //
 // State stays bounded however many names are used: reading or watching a
-// mutex creates no state, and the state of a free mutex with nobody queued
+// lock creates no state, and the state of a free lock with nobody queued
 // is forgotten after a retention ([WithRetention]). Its fencing counter is
-// not lost: a mutex used again after being forgotten counts on from a
-// store-wide high-water mark, above every token any forgotten mutex had.
+// not lost: a lock used again after being forgotten counts on from a
+// store-wide high-water mark, above every token any forgotten lock had.
 //
 // For tests it adds what a real backend cannot offer: a replaceable server
 // clock ([WithClock], [Store.StepClock]), injected faults ([Store.SetFault],
 // [Store.FailContender], [Store.Heal]), per-operation call counts
-// ([Store.Stats]) and a look at a mutex's internal state ([Store.Inspect]).
+// ([Store.Stats]) and a look at a lock's internal state ([Store.Inspect]).
 //
 // The Store starts no goroutine when it is made. It uses the time package
 // (time.Now, time.AfterFunc), so it works inside a testing/synctest bubble;
@@ -41,11 +41,11 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// DefaultHandoff is the default hand-off window: how long a mutex freed by a
+// DefaultHandoff is the default hand-off window: how long a lock freed by a
 // Release is held back for the longest live waiter.
 const DefaultHandoff = time.Second
 
-// DefaultRetention is how long the state of a free mutex with nobody
+// DefaultRetention is how long the state of a free lock with nobody
 // queued is kept after its last use by default (see [WithRetention]).
 const DefaultRetention = time.Minute
 
@@ -66,8 +66,8 @@ type Store struct {
 	mu      sync.Mutex
 	offset  time.Duration // added to now: StepClock
 	mutexes map[string]*mutexState
-	subs    map[string]map[*subscriber]struct{} // Watch subscriptions by mutex
-	floor   uint64                              // highest token of every forgotten mutex
+	subs    map[string]map[*subscriber]struct{} // Watch subscriptions by lock
+	floor   uint64                              // highest token of every forgotten lock
 	calls   int                                 // calls since the last sweep
 	swept   time.Time                           // when the last sweep ran
 	stats   Stats
@@ -83,7 +83,7 @@ type Option func(*Store)
 // default is time.Now. now must be safe for concurrent use; nil keeps the
 // default. The hand-off timer (see [WithHandoff]) still waits on the time
 // package: with a clock that does not follow it, a lapsed reservation is
-// noticed at the next call on that mutex instead.
+// noticed at the next call on that lock instead.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) {
 		if now != nil {
@@ -93,13 +93,13 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithHandoff sets the hand-off window (default [DefaultHandoff]). When a
-// Release frees a mutex that has live waiters, only the longest waiter may
+// Release frees a lock that has live waiters, only the longest waiter may
 // take it during the window; others are told to retry when it ends. If that
 // waiter does not come, it leaves the queue and the next one gets a window
 // of its own and a wake-up.
 //
 // Each window is also capped at the waiter's own ttl + transition, so a
-// crashed waiter never holds a mutex back longer than its grant would have.
+// crashed waiter never holds a lock back longer than its grant would have.
 // Keep d well below ttl + transition, since every crashed waiter still in the
 // queue delays the hand-off by up to one window. d <= 0 disables the
 // reservation: a Release then only wakes the longest waiter, and whoever
@@ -108,11 +108,11 @@ func WithHandoff(d time.Duration) Option {
 	return func(s *Store) { s.handoff = max(d, 0) }
 }
 
-// WithRetention sets how long the state of a free mutex with nobody queued
+// WithRetention sets how long the state of a free lock with nobody queued
 // is kept after its last use (default [DefaultRetention]); then it is
 // forgotten, so that a service that locks one name per order id runs in
-// bounded memory. A forgotten mutex used again gets tokens above every
-// token it had. d <= 0 forgets a mutex as soon as it is free.
+// bounded memory. A forgotten lock used again gets tokens above every
+// token it had. d <= 0 forgets a lock as soon as it is free.
 func WithRetention(d time.Duration) Option {
 	return func(s *Store) { s.retention = max(d, 0) }
 }
@@ -134,7 +134,7 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// mutexState is the server-side state of one mutex. Times are on the
+// mutexState is the server-side state of one lock. Times are on the
 // server's clock and never leave the Store.
 type mutexState struct {
 	name string
@@ -147,20 +147,20 @@ type mutexState struct {
 	used         time.Time // the last call that changed or read it
 
 	queue         []waiter // FIFO by first arrival
-	reserved      string   // waiter the free mutex is held back for, or ""
+	reserved      string   // waiter the free lock is held back for, or ""
 	reservedUntil time.Time
 	timer         *time.Timer // fires when the reservation lapses
 	timerAt       time.Time   // the reservedUntil timer was armed for
 }
 
-// do runs fn on the settled state of mutex under the lock, then arms the
+// do runs fn on the settled state of lock under the lock, then arms the
 // hand-off timer for whatever reservation fn left behind. Only when create
-// is set does an unknown mutex get a state (counting on from the
+// is set does an unknown lock get a state (counting on from the
 // store-wide high-water mark); otherwise fn gets nil for it.
-func (s *Store) do(mutex string, create bool, fn func(m *mutexState, now time.Time)) {
+func (s *Store) do(name string, create bool, fn func(m *mutexState, now time.Time)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apply(mutex, create, s.clock(), fn)
+	s.apply(name, create, s.clock(), fn)
 }
 
 // apply is do with s.mu held, at now.
@@ -181,11 +181,11 @@ func (s *Store) apply(mutex string, create bool, now time.Time, fn func(m *mutex
 	s.sweep(now)
 }
 
-// sweep forgets the mutexes that have been free, with nobody queued, for
+// sweep forgets the locks that have been free, with nobody queued, for
 // the retention. It runs once there have been as many calls since the last
-// sweep as there are mutexes (each call pays for one mutex), or a
+// sweep as there are locks (each call pays for one lock), or a
 // retention (at least a second) after the last sweep, so a name that is
-// never used again goes too. Mutexes are created only by calls, so either
+// never used again goes too. Locks are created only by calls, so either
 // way the cost per call stays constant. s.mu is held.
 func (s *Store) sweep(now time.Time) {
 	if s.calls++; s.calls < len(s.mutexes) && now.Sub(s.swept) < max(s.retention, time.Second) {
@@ -203,7 +203,7 @@ func (s *Store) sweep(now time.Time) {
 	}
 }
 
-// settle brings m up to date with now: an ended grant frees the mutex,
+// settle brings m up to date with now: an ended grant frees the lock,
 // expired waiters leave the queue, and a lapsed reservation moves on to the
 // next waiter. Settling is what time does; it changes no observable outcome.
 func (s *Store) settle(m *mutexState, now time.Time) {
@@ -234,7 +234,7 @@ func (m *mutexState) extend(now time.Time, ttl, transition time.Duration) {
 }
 
 // record describes m at now with remaining durations and the server's
-// clock reading; a nil m is an unknown mutex.
+// clock reading; a nil m is an unknown lock.
 func (m *mutexState) record(now time.Time) lease.Record {
 	if m == nil {
 		return lease.Record{ServerTime: now}
@@ -248,7 +248,7 @@ func (m *mutexState) record(now time.Time) lease.Record {
 	}
 	ttl := max(m.ttlAt.Sub(now), 0)
 	return lease.Record{
-		Owner:      m.owner,
+		OwnerID:    m.owner,
 		Token:      m.token,
 		TTL:        ttl,
 		Transition: max(m.transitionAt.Sub(now), ttl),

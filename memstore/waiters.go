@@ -10,15 +10,15 @@ import (
 
 // The fair wait queue.
 //
-// A contender whose Acquire loses joins the tail of the mutex's queue; a
+// A contender whose Acquire loses joins the tail of the lock's queue; a
 // later losing Acquire refreshes its entry's expiry but keeps its place. An
 // entry expires 2 × (ttl + transition) of the contender's latest request
 // after that request, so a crashed waiter stops absorbing wake-ups. The
 // winner of a grant leaves the queue, and Release by a contender removes its
 // entry whatever the token.
 //
-// When a Release frees the mutex, the longest live waiter (the head) is
-// woken through Watch and, unless the hand-off is disabled, the mutex is
+// When a Release frees the lock, the longest live waiter (the head) is
+// woken through Watch and, unless the hand-off is disabled, the lock is
 // reserved for it for one window (see WithHandoff): during the window only
 // its Acquire succeeds; anyone else gets an empty Owner with Transition set
 // to what is left of the window, and is queued. A head that does not come in
@@ -28,7 +28,7 @@ import (
 // When a grant's transition simply ends (its holder crashed or stopped
 // renewing), nothing is reserved and nobody is woken: every waiter polls at
 // the owner's transition end anyway, and the first Acquire after it wins.
-// Holding the mutex back there would lengthen the takeover bound (ttl +
+// Holding the lock back there would lengthen the takeover bound (ttl +
 // transition + jitter + one poll) by a window per crashed waiter.
 
 // waiter is one wait-queue entry.
@@ -79,13 +79,13 @@ func (m *mutexState) pruneQueue(now time.Time) {
 	m.queue = live
 }
 
-// mayTake reports whether contender may take the free mutex now: there is
+// mayTake reports whether contender may take the free lock now: there is
 // no reservation, or it is the reserved waiter.
 func (m *mutexState) mayTake(contender string) bool {
 	return m.reserved == "" || m.reserved == contender
 }
 
-// handOff runs when a Release freed the mutex: it reserves the mutex for the
+// handOff runs when a Release freed the lock: it reserves the lock for the
 // head of the queue and wakes it. The queue has been pruned.
 func (s *Store) handOff(m *mutexState, now time.Time) {
 	m.reserved = ""
@@ -97,11 +97,11 @@ func (s *Store) handOff(m *mutexState, now time.Time) {
 		m.reserved = head.contender
 		m.reservedUntil = now.Add(min(s.handoff, head.span))
 	}
-	s.notify(head.contender, lease.Event{Mutex: m.name})
+	s.notify(head.contender, lease.Event{Name: m.name})
 }
 
 // settleReservation ends a reservation whose window has passed or whose
-// waiter left the queue, and hands the mutex to the next live waiter. The
+// waiter left the queue, and hands the lock to the next live waiter. The
 // queue has been pruned, so the loop ends: each lapse removes an entry.
 func (s *Store) settleReservation(m *mutexState, now time.Time) {
 	for m.reserved != "" {
@@ -141,52 +141,52 @@ type subscriber struct {
 	ch        chan lease.Event
 }
 
-// Watch subscribes to events of mutex for contender, or for every change of
+// Watch subscribes to events of lock for contender, or for every change of
 // owner when contender is "". The channel has a buffer of one, drops events
 // the receiver has no room for, and is closed when ctx ends. A subscription
 // does not enqueue the contender: only a losing Acquire does.
-func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	if err := lease.ValidateName(mutex); err != nil {
+func (s *Store) Watch(ctx context.Context, name, contender string) (<-chan lease.Event, error) {
+	if err := lease.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("memstore: watch: %w", err)
 	}
 	if contender != "" {
 		if err := lease.ValidateContenderID(contender); err != nil {
-			return nil, fmt.Errorf("memstore: watch %q: %w", mutex, err)
+			return nil, fmt.Errorf("memstore: watch %q: %w", name, err)
 		}
 	}
-	lost, err := s.enter(ctx, OpWatch, target{mutex, contender})
+	lost, err := s.enter(ctx, OpWatch, target{name, contender})
 	if err != nil {
 		return nil, err
 	}
 	sub := &subscriber{contender: contender, ch: make(chan lease.Event, 1)}
 	s.mu.Lock()
-	subs := s.subs[mutex]
+	subs := s.subs[name]
 	if subs == nil {
 		subs = make(map[*subscriber]struct{})
-		s.subs[mutex] = subs
+		s.subs[name] = subs
 	}
 	subs[sub] = struct{}{}
 	s.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		subs := s.subs[mutex] // the same map: it holds sub until now
+		subs := s.subs[name] // the same map: it holds sub until now
 		delete(subs, sub)
 		if len(subs) == 0 {
-			delete(s.subs, mutex)
+			delete(s.subs, name)
 		}
 		close(sub.ch)
 	})
 	if lost {
-		return nil, injected(OpWatch, mutex, FaultLoseReply)
+		return nil, injected(OpWatch, name, FaultLoseReply)
 	}
 	return sub.ch, nil
 }
 
-// notify sends ev to the subscriptions of contender to ev's mutex without
+// notify sends ev to the subscriptions of contender to ev's lock without
 // blocking. s.mu is held.
 func (s *Store) notify(contender string, ev lease.Event) {
-	for sub := range s.subs[ev.Mutex] {
+	for sub := range s.subs[ev.Name] {
 		if sub.contender == contender {
 			sub.send(ev)
 		}
@@ -204,11 +204,11 @@ func (sub *subscriber) send(ev lease.Event) {
 // released announces a Release: to observers, and to the new head of the
 // queue through the hand-off.
 func (s *Store) released(m *mutexState, now time.Time) {
-	s.notify("", lease.Event{Mutex: m.name})
+	s.notify("", lease.Event{Name: m.name})
 	s.handOff(m, now)
 }
 
 // granted announces a new grant to observers.
 func (s *Store) granted(m *mutexState) {
-	s.notify("", lease.Event{Mutex: m.name, Owner: m.owner, Token: m.token})
+	s.notify("", lease.Event{Name: m.name, OwnerID: m.owner, Token: m.token})
 }

@@ -31,11 +31,11 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 	results := make([]lease.RenewResult, len(reqs))
 	var fast, slow []int
 	for i, r := range reqs {
-		if err := lease.ValidateRequest(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
-			results[i].Err = fmt.Errorf("redisstore: renew %q: %w", r.Mutex, err)
+		if err := lease.ValidateRequest(r.Name, r.Contender, r.TTL, r.Transition); err != nil {
+			results[i].Err = fmt.Errorf("redisstore: renew %q: %w", r.Name, err)
 			continue
 		}
-		if s.grants.fast(grantID(r.Mutex, r.Contender, r.Token), ms(r.TTL), ms(r.Transition), s.cfg.keep) {
+		if s.grants.fast(grantID(r.Name, r.Contender, r.Token), ms(r.TTL), ms(r.Transition), s.cfg.keep) {
 			fast = append(fast, i)
 		} else {
 			slow = append(slow, i)
@@ -81,7 +81,7 @@ func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextSlow []in
 	items := make([]item, 0, len(fast)+len(calls))
 	for n, i := range fast {
 		r := b.reqs[i]
-		key := s.grantKey(r.Mutex, r.Token, r.Contender)
+		key := s.grantKey(r.Name, r.Token, r.Contender)
 		span := ms(r.TTL) + ms(r.Transition)
 		items = append(items, item{key: key, queue: func(p redis.Pipeliner) { pex[n] = p.PExpire(ctx, key, time.Duration(span)*time.Millisecond) }})
 	}
@@ -99,10 +99,10 @@ func (b *renewBatch) round(ctx context.Context, fast, slow []int) (nextSlow []in
 		case err != nil:
 			return nil, err
 		case ok && unacked[n]:
-			b.results[i].Err = b.notReplicated(b.reqs[i].Mutex)
+			b.results[i].Err = b.notReplicated(b.reqs[i].Name)
 		case ok:
 			r := b.reqs[i]
-			b.results[i].Record = lease.Record{Owner: r.Contender, Token: r.Token,
+			b.results[i].Record = lease.Record{OwnerID: r.Contender, Token: r.Token,
 				TTL: msDur(ms(r.TTL)), Transition: msDur(ms(r.TTL) + ms(r.Transition)), ServerTime: clocks[n]}
 		default:
 			nextSlow = append(nextSlow, i) // not held, or a grant kept elsewhere: ask the script
@@ -203,9 +203,9 @@ func (s *Store) pipeline(ctx context.Context, items []item) (unacked []bool, clo
 }
 
 // notReplicated is the error of a renewal the replicas did not acknowledge.
-func (b *renewBatch) notReplicated(mutex string) error {
+func (b *renewBatch) notReplicated(name string) error {
 	s := b.s
-	return fmt.Errorf("redisstore: renew %q: %w: fewer than %d replicas in %v", mutex, ErrNotReplicated, s.cfg.waitN, s.cfg.waitTimeout)
+	return fmt.Errorf("redisstore: renew %q: %w: fewer than %d replicas in %v", name, ErrNotReplicated, s.cfg.waitN, s.cfg.waitTimeout)
 }
 
 // renewCall is one call of the renew script for the requests idx.
@@ -228,7 +228,7 @@ func (b *renewBatch) calls(idx []int) []renewCall {
 		g := 0
 		switch {
 		case s.cluster != nil:
-			g = int(slotOf(s.tagged(r.Mutex)))
+			g = int(slotOf(s.tagged(r.Name)))
 		case s.ring != nil:
 			g = -1 - i
 		}
@@ -240,7 +240,7 @@ func (b *renewBatch) calls(idx []int) []renewCall {
 		}
 		c := &calls[n]
 		c.idx = append(c.idx, i)
-		c.keys = append(c.keys, s.keysOf(r.Mutex)[0])
+		c.keys = append(c.keys, s.keysOf(r.Name)[0])
 		c.args = append(c.args, r.Contender, strconv.FormatUint(r.Token, 10), ms(r.TTL), ms(r.Transition))
 	}
 	return calls
@@ -268,13 +268,13 @@ func (b *renewBatch) decode(c renewCall, sent time.Time, unacked bool, clock tim
 			return err
 		}
 		rec.ServerTime = clock
-		id := grantID(r.Mutex, r.Contender, r.Token)
+		id := grantID(r.Name, r.Contender, r.Token)
 		switch {
 		case ok == 0:
 			s.grants.drop(id)
-			b.results[i] = lease.RenewResult{Record: rec, Err: fmt.Errorf("redisstore: renew %q: %w", r.Mutex, lease.ErrNotHeld)}
+			b.results[i] = lease.RenewResult{Record: rec, Err: fmt.Errorf("redisstore: renew %q: %w", r.Name, lease.ErrNotHeld)}
 		case unacked:
-			b.results[i].Err = b.notReplicated(r.Mutex)
+			b.results[i].Err = b.notReplicated(r.Name)
 		default:
 			s.grants.put(id, ms(r.Transition), sent, s.cfg.keep)
 			b.results[i].Record = rec

@@ -18,12 +18,12 @@
 //
 // Acquire, release and get are each one Lua script (acquire.lua,
 // release.lua, get.lua, embedded), run atomically, every key passed in
-// KEYS. Acquire and release begin with a fast path for a mutex nobody
+// KEYS. Acquire and release begin with a fast path for a lock nobody
 // waits for or observes (acquirefast.lua, releasefast.lua): it reads the
 // record with one pattern match and returns before the shared helpers
-// are made, a few µs of the server's time instead of tens. The keys of one mutex share one hash tag, the base64url encoding of
+// are made, a few µs of the server's time instead of tens. The keys of one lock share one hash tag, the base64url encoding of
 // its name, so they live in one cluster slot and any name (braces, colons,
-// spaces, any UTF-8) works without collisions. A mutex has one record key
+// spaces, any UTF-8) works without collisions. A lock has one record key
 // (its last token, owner, transition, queue and hold flags, in one string)
 // and, while held, a grant key named by the grant's token and owner, which
 // expires at the grant's transition end. See keys.go for the layout under
@@ -53,16 +53,16 @@
 //
 // # Fencing tokens
 //
-// A grant's token is the mutex's counter plus one; the counter is kept in
-// the mutex's record. A record is created (for a new name, or one whose
+// A grant's token is the lock's counter plus one; the counter is kept in
+// the lock's record. A record is created (for a new name, or one whose
 // record is gone) or adopted (after a restart from a snapshot or an AOF, or
 // a failover) with its counter raised to at least the server's time in
-// microseconds. So tokens strictly increase per mutex while its record
+// microseconds. So tokens strictly increase per lock while its record
 // lives, whatever the clocks do, and renewals keep the token. Once a record
 // is lost — expired after the retention, a restart without persistence or
 // from a snapshot or AOF that lacks the latest grants, FLUSHALL, FLUSHDB or
 // SWAPDB, a failover to a replica that had not received it — the next
-// token is larger than every earlier one of the mutex unless the server's
+// token is larger than every earlier one of the lock unless the server's
 // clock (the new primary's after a failover) reads earlier than it did when
 // the lost record was created, plus one microsecond per grant made from
 // that record: in practice, unless the clock stepped back by more than the
@@ -71,14 +71,14 @@
 //
 // # Retention
 //
-// A free mutex leaves one key behind, its record, which expires one
+// A free lock leaves one key behind, its record, which expires one
 // retention ([WithRetention], default 10 minutes) after its last write; a
-// held mutex's record always outlives the grant. A service that locks one
+// held lock's record always outlives the grant. A service that locks one
 // name per order id thus keeps about (names used per retention) records,
 // plus the queue keys of names that have waiters (which expire 2 × (ttl +
 // transition) after the last waiter's last attempt) and one epoch key per
 // cluster slot (one per server elsewhere), which never expires. Stores that
-// share mutexes should share the retention: the shortest one decides how
+// share locks should share the retention: the shortest one decides how
 // long a counter lasts.
 //
 // # Restarts and flushes
@@ -88,7 +88,7 @@
 // second or two with AOF appendfsync everysec after a crash of the machine.
 // A flush (FLUSHALL, FLUSHDB, SWAPDB) forgets everything. A grant lost this
 // way is still believed by its holder until its deadline. The restart guard
-// ([WithRestartGuard], on by default) holds a mutex back, as a hand-off is,
+// ([WithRestartGuard], on by default) holds a lock back, as a hand-off is,
 // until every grant the server may have forgotten has run out and its
 // holder has been told:
 //
@@ -125,7 +125,7 @@
 // Redis replicates asynchronously. A replica promoted to primary lacks the
 // writes it had not received: a grant, or the renewal that extended it.
 // Without [WithWaitReplicas], another contender can then be granted the
-// mutex while the holder still believes it holds it, until its deadline:
+// lock while the holder still believes it holds it, until its deadline:
 // two holders are possible, and only fencing tokens protect the resource
 // (they keep increasing, see above). With WithWaitReplicas(n, timeout),
 // every grant and every renewal waits (WAIT) until n replicas acknowledged
@@ -133,7 +133,7 @@
 // acknowledged is not counted, so a holder cut off from its replicas is
 // told at its deadline. A replica that acknowledged every grant and renewal
 // its holders counted has each of them, with at least the expiry they
-// count on, so promoting it grants nobody a mutex whose holder still
+// count on, so promoting it grants nobody a lock whose holder still
 // believes it holds it, provided that the promoted replica is among those
 // that acknowledged (make n the number of replicas that can be promoted)
 // and that the primary's and the replicas' clocks agree within the
@@ -146,24 +146,24 @@
 // A losing Acquire enqueues its contender (FIFO by first arrival) with an
 // expiry of 2 × (ttl + transition) from its latest attempt, so a crashed
 // waiter stops absorbing wake-ups; the record's queue flag keeps this off
-// the path of a mutex nobody waits for. The winner leaves the queue, and
+// the path of a lock nobody waits for. The winner leaves the queue, and
 // Release removes the caller's entry whatever the token (token 0 only
-// withdraws). When a Release frees the mutex, the longest live waiter
+// withdraws). When a Release frees the lock, the longest live waiter
 // (the head) is woken through pub/sub and, for a short window
-// ([WithHandoff]), only it may take the mutex; others get an empty Owner
+// ([WithHandoff]), only it may take the lock; others get an empty Owner
 // and a positive Transition, the time to try again. The release message
 // also names the waiter after the head: its Watch wakes it when the window
 // ends, unless it hears the head's grant first, so a head that crashed
 // (a process killed while waiting) delays the next waiter by one window,
 // not until the old owner's transition end. At the lapse the head leaves
-// the queue, and the next waiter gets the mutex (or its own window and
+// the queue, and the next waiter gets the lock (or its own window and
 // wake-up when another call noticed the lapse first). When a grant's
 // transition simply ends (a crashed holder), nothing is held back: waiters
 // poll then, and the first Acquire wins.
 //
 // # Push and polling
 //
-// Scripts publish on the mutex's channel (PUBLISH, or SPUBLISH on Redis
+// Scripts publish on the lock's channel (PUBLISH, or SPUBLISH on Redis
 // Cluster) when someone waits or observes: the record carries a flag for
 // each, set by a waiter's Acquire and an observer's Watch, and a message
 // nobody receives clears the observers' flag. A Store keeps one
@@ -191,6 +191,6 @@
 //
 // This layout (a string record and grant keys) replaced the hash of
 // earlier versions: stop every process of an earlier version before
-// starting this one on the same mutexes, or they will not see each
+// starting this one on the same locks, or they will not see each
 // other's grants.
 package redisstore

@@ -33,9 +33,9 @@ type grantRef struct {
 	token            uint64
 }
 
-// grantID identifies the grant of contender on mutex with token.
-func grantID(mutex, contender string, token uint64) grantRef {
-	return grantRef{mutex: mutex, contender: contender, token: token}
+// grantID identifies the grant of contender on lock with token.
+func grantID(name, contender string, token uint64) grantRef {
+	return grantRef{mutex: name, contender: contender, token: token}
 }
 
 // put notes that a call sent at written wrote the record of grant id.

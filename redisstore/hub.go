@@ -31,7 +31,7 @@ type shard struct {
 }
 
 // chanState is one subscribed channel. A channel nobody watches any more
-// stays subscribed for idleLinger, so a mutex acquired and released in a
+// stays subscribed for idleLinger, so a lock acquired and released in a
 // loop does not pay for a subscription each time.
 type chanState struct {
 	watchers  map[*watcher]struct{}

@@ -29,7 +29,7 @@ func TestParseLife(t *testing.T) {
 }
 
 // TestSlotTags: every epoch tag hashes to its slot, so a script may touch
-// the epoch key of its mutex's slot on Redis Cluster.
+// the epoch key of its lock's slot on Redis Cluster.
 func TestSlotTags(t *testing.T) {
 	tags := slotTags()
 	for slot, n := range tags {

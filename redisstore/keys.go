@@ -9,7 +9,7 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// Key layout. All keys of one mutex share the hash tag {<base64url of the
+// Key layout. All keys of one lock share the hash tag {<base64url of the
 // name>}, so they live in one Redis Cluster slot and one script can touch
 // them all. base64url (no padding) is injective and never yields '{', '}',
 // ':' or a space, so any name works and different names never share keys.
@@ -21,7 +21,7 @@ import (
 //	<prefix>{<tag>}:g:<token>:<owner> the live grant; expires at its transition end
 //	<prefix>{<tag>}:q                 zset: waiters by first arrival
 //	<prefix>{<tag>}:qe                hash: waiter -> expiry and span
-//	<prefix>{<tag>}:ev                the pub/sub channel of the mutex
+//	<prefix>{<tag>}:ev                the pub/sub channel of the lock
 //	<prefix>{~<n>}:epoch              one per slot (one per server outside Redis
 //	                                  Cluster), no expiry: gone only after a flush
 //
@@ -29,20 +29,20 @@ import (
 // held) with no script. The epoch keys' tags start with '~', which base64url
 // never yields, and are chosen to hash to each slot.
 
-// keys are the keys of one mutex, in the order the scripts expect (see
+// keys are the keys of one lock, in the order the scripts expect (see
 // lib.lua), the channel last but one and the slot's epoch key last.
 type keys [5]string
 
-// keysOf returns the keys of mutex. The four keys of the mutex share one
+// keysOf returns the keys of lock. The four keys of the lock share one
 // allocation (on the hot path of every operation), outside Redis Cluster
 // the epoch key is the Store's one.
-func (s *Store) keysOf(mutex string) keys {
-	if len(mutex) > lease.MaxNameLength { // never for a valid name
-		base := s.tagged(mutex)
+func (s *Store) keysOf(name string) keys {
+	if len(name) > lease.MaxNameLength { // never for a valid name
+		base := s.tagged(name)
 		return keys{base + ":r", base + ":q", base + ":qe", base + ":ev", s.epochKey(base)}
 	}
 	var b strings.Builder
-	tag := base64.RawURLEncoding.EncodedLen(len(mutex))
+	tag := base64.RawURLEncoding.EncodedLen(len(name))
 	baseLen := len(s.cfg.prefix) + tag + 2
 	b.Grow(4*baseLen + len(":r:q:qe:ev"))
 	var k keys
@@ -53,7 +53,7 @@ func (s *Store) keysOf(mutex string) keys {
 			b.WriteByte('{')
 			var src [lease.MaxNameLength]byte
 			var enc [(lease.MaxNameLength*4 + 2) / 3]byte
-			base64.RawURLEncoding.Encode(enc[:tag], src[:copy(src[:], mutex)])
+			base64.RawURLEncoding.Encode(enc[:tag], src[:copy(src[:], name)])
 			b.Write(enc[:tag])
 			b.WriteByte('}')
 		} else {
@@ -69,18 +69,18 @@ func (s *Store) keysOf(mutex string) keys {
 // scriptKeys are the keys of every script but acquire's.
 func (k *keys) scriptKeys() []string { return k[:4] }
 
-// grantKey names the grant with token of owner on mutex.
-func (s *Store) grantKey(mutex string, token uint64, owner string) string {
-	return s.tagged(mutex) + ":g:" + strconv.FormatUint(token, 10) + ":" + owner
+// grantKey names the grant with token of owner on lock.
+func (s *Store) grantKey(name string, token uint64, owner string) string {
+	return s.tagged(name) + ":g:" + strconv.FormatUint(token, 10) + ":" + owner
 }
 
-// tagged returns the prefix and hash tag of mutex.
-func (s *Store) tagged(mutex string) string {
-	return s.cfg.prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(mutex)) + "}"
+// tagged returns the prefix and hash tag of lock.
+func (s *Store) tagged(name string) string {
+	return s.cfg.prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(name)) + "}"
 }
 
-// channelOf returns the pub/sub channel of mutex.
-func (s *Store) channelOf(mutex string) string { return s.tagged(mutex) + ":ev" }
+// channelOf returns the pub/sub channel of lock.
+func (s *Store) channelOf(name string) string { return s.tagged(name) + ":ev" }
 
 // epochKey returns the epoch key of the slot of key: one per slot on Redis
 // Cluster (a script may only touch keys of its own slot), else one.

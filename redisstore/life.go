@@ -15,7 +15,7 @@ import (
 
 // Server lives. A Redis server that restarts, even from a snapshot or an
 // AOF that kept the fencing counters, may have lost its latest writes: a
-// grant, whose holder still believes it holds the mutex. The acquire
+// grant, whose holder still believes it holds the lock. The acquire
 // script must know when the data it sees began its current life, but
 // asking the server (INFO) on every call would cost a command per
 // operation.

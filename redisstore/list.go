@@ -20,7 +20,7 @@ var _ lease.Lister = (*Store)(nil)
 // ListPage implements [lease.Lister]: it scans the key space for grant
 // keys (SCAN MATCH <prefix>{*}:g:* COUNT limit, at most 16 SCANs per
 // page, so a page may be empty before the end) and reads
-// the record of each mutex found (one script call each, as Get). On Redis
+// the record of each lock found (one script call each, as Get). On Redis
 // Cluster and on a Ring it scans each master (shard) in turn, in the order
 // of their addresses. A page holds the names of whole SCAN replies, so it
 // may hold somewhat more than limit names, or none before the end; a
@@ -71,8 +71,8 @@ func (s *Store) ListPage(ctx context.Context, cursor string, limit int) ([]lease
 	}
 	page := make([]lease.NamedRecord, 0, len(names))
 	for i, n := range names {
-		if recs[i].Owner != "" {
-			page = append(page, lease.NamedRecord{Mutex: n, Record: recs[i]})
+		if recs[i].OwnerID != "" {
+			page = append(page, lease.NamedRecord{Name: n, Record: recs[i]})
 		}
 	}
 	if i >= len(servers) {
@@ -150,7 +150,7 @@ func parseListCursor(cursor string) (string, uint64, error) {
 	return addr, scan, nil
 }
 
-// nameOfKey returns the mutex of a grant key of this Store's prefix.
+// nameOfKey returns the lock of a grant key of this Store's prefix.
 func (s *Store) nameOfKey(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, s.cfg.prefix+"{")
 	if !ok {

@@ -11,40 +11,40 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// Acquire grants mutex to contender when it is free (and not held back for
+// Acquire grants lock to contender when it is free (and not held back for
 // another waiter or after a possible loss of data), when the previous
 // grant's transition has ended, or when contender holds the live grant
 // (then it extends that grant and keeps its token). A new grant gets a
-// token above every earlier one of the mutex. A losing contender joins the
-// mutex's wait queue. One script, one round trip (two commands in one
+// token above every earlier one of the lock. A losing contender joins the
+// lock's wait queue. One script, one round trip (two commands in one
 // pipeline with [WithWaitReplicas]).
-func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
-	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
-		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
+func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	if err := lease.ValidateRequest(name, contender, ttl, transition); err != nil {
+		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
-	k := s.keysOf(mutex)
+	k := s.keysOf(name)
 	args := []any{contender, ms(ttl), ms(transition), s.handoffArg, s.pubArg, s.keepArg}
 	sent := time.Now()
 	v, acks, err := s.runAcquire(ctx, k, args)
 	if err != nil {
-		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
+		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
 	rec, err := decodeRecord(v)
 	if err != nil {
-		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", mutex, err)
+		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
 	if rec.Held(contender) {
-		s.grants.put(grantID(mutex, contender, rec.Token), ms(transition), sent, s.cfg.keep)
+		s.grants.put(grantID(name, contender, rec.Token), ms(transition), sent, s.cfg.keep)
 		if s.cfg.waitN > 0 && acks < int64(s.cfg.waitN) {
 			return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w: %d of %d replicas in %v",
-				mutex, ErrNotReplicated, acks, s.cfg.waitN, s.cfg.waitTimeout)
+				name, ErrNotReplicated, acks, s.cfg.waitN, s.cfg.waitTimeout)
 		}
 	}
 	return rec, nil
 }
 
 // runAcquire runs the acquire script of the current life of the server
-// that owns the mutex, loading it when the server does not know it (a new
+// that owns the lock, loading it when the server does not know it (a new
 // Store, or a new life of the server), and, with [WithWaitReplicas], WAIT
 // in the same pipeline on that server's connection, so WAIT counts the
 // replicas that acknowledged this very write. It returns the script's
@@ -97,9 +97,9 @@ func (s *Store) evalAndWait(ctx context.Context, c *redis.Client, sha string, k 
 // from the server's now. It fails with an error wrapping [lease.ErrNotHeld],
 // and returns the current record, when that grant is not the current one or
 // its transition has ended; it never re-acquires.
-func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+func (s *Store) Renew(ctx context.Context, name, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
 	res, err := s.RenewMany(ctx, []lease.RenewRequest{{
-		Mutex: mutex, Contender: contender, Token: token, TTL: ttl, Transition: transition,
+		Name: name, Contender: contender, Token: token, TTL: ttl, Transition: transition,
 	}})
 	if err != nil {
 		return lease.Record{}, err
@@ -107,48 +107,48 @@ func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64
 	return res[0].Record, res[0].Err
 }
 
-// Release ends contender's interest in mutex: it leaves the wait queue and,
-// when it holds the grant with token, the grant ends at once, the mutex is
+// Release ends contender's interest in lock: it leaves the wait queue and,
+// when it holds the grant with token, the grant ends at once, the lock is
 // held back for the longest live waiter (see [WithHandoff]) and that waiter
 // is woken. Otherwise Release returns an error wrapping [lease.ErrNotHeld]
 // and leaves the owner alone; token 0 only withdraws from the queue.
-func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
-	if err := checkNameContender(mutex, contender); err != nil {
-		return fmt.Errorf("redisstore: release %q: %w", mutex, err)
+func (s *Store) Release(ctx context.Context, name, contender string, token uint64) error {
+	if err := checkNameContender(name, contender); err != nil {
+		return fmt.Errorf("redisstore: release %q: %w", name, err)
 	}
 	if token != 0 {
-		s.grants.drop(grantID(mutex, contender, token))
+		s.grants.drop(grantID(name, contender, token))
 	}
-	k := s.keysOf(mutex)
+	k := s.keysOf(name)
 	v, err := s.run(ctx, releaseScript, k.scriptKeys(), contender, strconv.FormatUint(token, 10),
 		s.handoffArg, s.pubArg, s.keepArg)
 	if err != nil {
-		return fmt.Errorf("redisstore: release %q: %w", mutex, err)
+		return fmt.Errorf("redisstore: release %q: %w", name, err)
 	}
 	switch v {
 	case int64(1):
 		return nil
 	case int64(0):
-		return fmt.Errorf("redisstore: release %q: %w", mutex, lease.ErrNotHeld)
+		return fmt.Errorf("redisstore: release %q: %w", name, lease.ErrNotHeld)
 	}
-	return fmt.Errorf("redisstore: release %q: %w: %T %v", mutex, ErrUnexpectedReply, v, v)
+	return fmt.Errorf("redisstore: release %q: %w: %T %v", name, ErrUnexpectedReply, v, v)
 }
 
-// Get returns the current record of mutex without changing it. A free or
-// unknown mutex has an empty Owner; a free mutex held back for a waiter (or
+// Get returns the current record of lock without changing it. A free or
+// unknown lock has an empty Owner; a free lock held back for a waiter (or
 // after a restart) has a positive Transition (the rest of the hold).
-func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
-	if err := lease.ValidateName(mutex); err != nil {
+func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
+	if err := lease.ValidateName(name); err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: get: %w", err)
 	}
-	k := s.keysOf(mutex)
+	k := s.keysOf(name)
 	v, err := s.run(ctx, getScript, k.scriptKeys())
 	if err != nil {
-		return lease.Record{}, fmt.Errorf("redisstore: get %q: %w", mutex, err)
+		return lease.Record{}, fmt.Errorf("redisstore: get %q: %w", name, err)
 	}
 	rec, err := decodeRecord(v)
 	if err != nil {
-		return lease.Record{}, fmt.Errorf("redisstore: get %q: %w", mutex, err)
+		return lease.Record{}, fmt.Errorf("redisstore: get %q: %w", name, err)
 	}
 	return rec, nil
 }
@@ -162,9 +162,9 @@ func decodeRecord(v any) (lease.Record, error) {
 	return parseRecord(l)
 }
 
-// checkNameContender validates a mutex name and a contender id.
-func checkNameContender(mutex, contender string) error {
-	if err := lease.ValidateName(mutex); err != nil {
+// checkNameContender validates a lock name and a contender id.
+func checkNameContender(name, contender string) error {
+	if err := lease.ValidateName(name); err != nil {
 		return err
 	}
 	return lease.ValidateContenderID(contender)

@@ -13,11 +13,11 @@ import (
 // without [WithKeyPrefix].
 const DefaultKeyPrefix = "simba:"
 
-// DefaultHandoff is the default hand-off window: how long a mutex freed by
+// DefaultHandoff is the default hand-off window: how long a lock freed by
 // a Release is held back for the longest live waiter.
 const DefaultHandoff = time.Second
 
-// DefaultRetention is the default of [WithRetention]: how long a mutex's
+// DefaultRetention is the default of [WithRetention]: how long a lock's
 // record, and with it its fencing counter, outlives its last use.
 const DefaultRetention = 10 * time.Minute
 
@@ -46,14 +46,14 @@ func defaultConfig() config {
 // WithRestartGuard turns the restart guard on (the default) or off. A
 // Redis server that restarts, also from an RDB snapshot or an AOF, or
 // whose data is flushed (FLUSHALL, FLUSHDB, SWAPDB), may have lost a
-// grant whose holder still believes it holds the mutex. With the guard, a
-// mutex whose record the server lost or restored is held back, as a
+// grant whose holder still believes it holds the lock. With the guard, a
+// lock whose record the server lost or restored is held back, as a
 // hand-off is (Acquire reports an empty Owner and the time to wait, and
 // queues the caller), until ttl + transition after the restart or the
 // flush: every grant the server may have forgotten has run out by then,
 // and its holder has been told. The guard assumes the lost holder used the
 // requester's ttl and transition (or shorter ones). It costs no command on
-// a mutex whose record the server kept; see the package documentation for
+// a lock whose record the server kept; see the package documentation for
 // how restarts and flushes are told apart from new names. Turn it off only
 // if Redis persists every write (AOF with appendfsync always) and nobody
 // flushes it, or the delay after a restart is unacceptable.
@@ -64,8 +64,8 @@ func WithRestartGuard(on bool) Option {
 	}
 }
 
-// WithRetention sets how long a mutex's record outlives its last use
-// (default [DefaultRetention]): the one key a free mutex leaves behind,
+// WithRetention sets how long a lock's record outlives its last use
+// (default [DefaultRetention]): the one key a free lock leaves behind,
 // which carries its fencing counter. A service that locks one name per
 // order keeps about (names used per retention) records. After the record
 // expires, the name's next token starts again at the server's time in µs
@@ -83,8 +83,8 @@ func WithRetention(d time.Duration) Option {
 
 // WithKeyPrefix puts every key and channel of the Store under prefix
 // (default [DefaultKeyPrefix]), for example to share a Redis database with
-// other applications or to keep the mutexes of two environments apart.
-// Stores that must see the same mutexes need the same prefix. The prefix
+// other applications or to keep the locks of two environments apart.
+// Stores that must see the same locks need the same prefix. The prefix
 // may be empty; it must not contain '{' or '}' (the Store puts its own hash
 // tag after it) and is at most 256 bytes.
 func WithKeyPrefix(prefix string) Option {
@@ -99,13 +99,13 @@ func WithKeyPrefix(prefix string) Option {
 }
 
 // WithHandoff sets the hand-off window (default [DefaultHandoff]): when a
-// Release frees a mutex that has live waiters, only the longest waiter may
+// Release frees a lock that has live waiters, only the longest waiter may
 // take it for d (at most its own ttl + transition); others are told to try
 // again when the window ends. The waiter after it is woken when the window
-// ends, unless the first one took the mutex: a waiter that does not come
+// ends, unless the first one took the lock: a waiter that does not come
 // in time (a crashed process) leaves the queue and the next one takes its
 // turn. d = 0 disables the reservation: a Release then wakes the longest
-// waiter, and the next one 100 ms later unless the first took the mutex.
+// waiter, and the next one 100 ms later unless the first took the lock.
 // Keep d well below ttl + transition; it is at most one minute.
 func WithHandoff(d time.Duration) Option {
 	return func(c *config) error {

@@ -15,10 +15,10 @@ import (
 )
 
 // The Lua scripts, one per operation, sharing lib.lua. Each runs
-// atomically on the server that owns the mutex's slot. Acquire's text is
+// atomically on the server that owns the lock's slot. Acquire's text is
 // made per server life (see life.go) and runs by EVALSHA only; the others
 // hold nothing of a life and run by EVALSHA with an EVAL fallback. Acquire
-// and release begin with a fast path for a mutex nobody waits for or
+// and release begin with a fast path for a lock nobody waits for or
 // observes (acquirefast.lua, releasefast.lua), which returns before
 // lib.lua's helpers are made.
 var (
@@ -99,7 +99,7 @@ func parseRecord(v []any) (lease.Record, error) {
 		return lease.Record{}, fmt.Errorf("%w: record %q %d %d %d", ErrUnexpectedReply, owner, tok, ttl, tr)
 	}
 	return lease.Record{
-		Owner:      owner,
+		OwnerID:    owner,
 		Token:      tok,
 		TTL:        time.Duration(ttl) * time.Millisecond,
 		Transition: time.Duration(tr) * time.Millisecond,

@@ -11,9 +11,9 @@ import (
 )
 
 // Errors of the Store besides those of package lease. Each is wrapped with
-// the operation and the mutex name.
+// the operation and the lock name.
 var (
-	// ErrNotReplicated: an Acquire granted or extended the mutex, or a
+	// ErrNotReplicated: an Acquire granted or extended the lock, or a
 	// renewal extended a grant, on the primary, but fewer replicas than
 	// [WithWaitReplicas] asked for acknowledged it in time. The outcome is
 	// unknown to the caller.

@@ -10,7 +10,7 @@ import (
 
 // Push notifications ([lease.Watcher]).
 //
-// Scripts publish on the mutex's channel, fields separated by NUL:
+// Scripts publish on the lock's channel, fields separated by NUL:
 // "g <token> <owner>" for a new grant (only when someone waits or
 // observes), "r <head> <next> <window>" for a release (head is the waiter
 // whose turn it is, or empty; next the one after it) and
@@ -20,7 +20,7 @@ import (
 // so a waiter that crashed at the head of the queue delays the next one by
 // one window, not until the old owner's transition end. A release thus
 // wakes one waiter, or two when the first does not come. An observer
-// (contender "") hears every grant and release; its Watch flags the mutex
+// (contender "") hears every grant and release; its Watch flags the lock
 // so that grants and releases publish.
 //
 // The Store holds one subscription connection per server it watches (one
@@ -28,7 +28,7 @@ import (
 // pub/sub), multiplexing the channels of every open Watch, and one
 // goroutine reading it. The connection is opened by the first Watch; a
 // channel stays subscribed, and the connection open, for 100 ms after its
-// last Watch ended (a mutex taken in a loop subscribes once), then they
+// last Watch ended (a lock taken in a loop subscribes once), then they
 // close; Close ends them at once. A broken connection (killed,
 // or silent for longer than a health check) closes every Watch channel it
 // carried: package lease then polls and watches again.
@@ -48,51 +48,51 @@ const (
 // otherwise poll.
 const subscribeTimeout = 2 * time.Second
 
-// Watch subscribes to the events of mutex for contender (its turn after a
+// Watch subscribes to the events of lock for contender (its turn after a
 // release, see above), or to every change of owner when contender is ""
-// (then it also flags the mutex, so that grants and releases publish). It
+// (then it also flags the lock, so that grants and releases publish). It
 // returns once the server has confirmed the subscription (or after a short
 // bound), so a release after Watch returns is heard. The channel has a
 // buffer of one, drops events the receiver has no room for, and is closed
 // when ctx ends, the subscription breaks or the Store closes. Watch does
 // not enqueue the contender.
-func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	if err := lease.ValidateName(mutex); err != nil {
+func (s *Store) Watch(ctx context.Context, name, contender string) (<-chan lease.Event, error) {
+	if err := lease.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("redisstore: watch: %w", err)
 	}
 	if contender != "" {
 		if err := lease.ValidateContenderID(contender); err != nil {
-			return nil, fmt.Errorf("redisstore: watch %q: %w", mutex, err)
+			return nil, fmt.Errorf("redisstore: watch %q: %w", name, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("redisstore: watch %q: %w", mutex, err)
+		return nil, fmt.Errorf("redisstore: watch %q: %w", name, err)
 	}
 	if s.cluster == nil && s.single == nil {
-		return nil, fmt.Errorf("redisstore: watch %q: %w: %T", mutex, ErrNoPush, s.c)
+		return nil, fmt.Errorf("redisstore: watch %q: %w: %T", name, ErrNoPush, s.c)
 	}
-	w := &watcher{mutex: mutex, channel: s.channelOf(mutex), contender: contender, ch: make(chan lease.Event, 1)}
+	w := &watcher{mutex: name, channel: s.channelOf(name), contender: contender, ch: make(chan lease.Event, 1)}
 	sctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
 	defer cancel()
 	ready, err := s.hub.add(sctx, w)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: watch %q: %w", mutex, err)
+		return nil, fmt.Errorf("redisstore: watch %q: %w", name, err)
 	}
 	context.AfterFunc(ctx, func() { s.hub.remove(w) })
 	select {
 	case <-ready:
 	case <-sctx.Done():
 		if ctx.Err() != nil { // the caller gave up: the AfterFunc removes w
-			return nil, fmt.Errorf("redisstore: watch %q: %w", mutex, ctx.Err())
+			return nil, fmt.Errorf("redisstore: watch %q: %w", name, ctx.Err())
 		}
 		// Not confirmed in time: keep the subscription; the health check
 		// closes the channel if the connection is dead.
 	}
 	if contender == "" {
 		// Best effort: without the flag the observer still polls.
-		k := s.keysOf(mutex)
+		k := s.keysOf(name)
 		if _, err := s.run(sctx, observeScript, k[:1], ms(s.cfg.keep)); err != nil {
-			s.log.Warn("redisstore: observer not registered; it polls", "mutex", mutex, "error", err)
+			s.log.Warn("redisstore: observer not registered; it polls", "lock", name, "error", err)
 		}
 	}
 	return w.ch, nil
@@ -117,18 +117,18 @@ func (w *watcher) send(ev lease.Event) {
 	}
 }
 
-// deliver hands the message m of w's mutex to w, if it concerns w.
+// deliver hands the message m of w's lock to w, if it concerns w.
 func (w *watcher) deliver(h *hub, m message) {
 	switch {
 	case w.contender == "":
 		if m.kind != 'w' {
-			w.send(lease.Event{Mutex: w.mutex, Owner: m.owner, Token: m.token})
+			w.send(lease.Event{Name: w.mutex, OwnerID: m.owner, Token: m.token})
 		}
 	case m.kind == 'g':
 		w.disarm()
 	case m.head == w.contender:
 		w.disarm()
-		w.send(lease.Event{Mutex: w.mutex})
+		w.send(lease.Event{Name: w.mutex})
 	case m.next == w.contender:
 		w.disarm()
 		d := m.win + nextMargin // the reservation has surely lapsed by then
@@ -141,7 +141,7 @@ func (w *watcher) deliver(h *hub, m message) {
 			defer h.mu.Unlock()
 			if w.timer == t && w.sh != nil {
 				w.timer = nil
-				w.send(lease.Event{Mutex: w.mutex})
+				w.send(lease.Event{Name: w.mutex})
 			}
 		})
 		w.timer = t

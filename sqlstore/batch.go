@@ -32,15 +32,15 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 	var args []renewArgs
 	var at []int // index in reqs of each element of args
 	for i, r := range reqs {
-		ttlMs, trMs, err := checkRequest(r.Mutex, r.Contender, r.TTL, r.Transition)
+		ttlMs, trMs, err := checkRequest(r.Name, r.Contender, r.TTL, r.Transition)
 		if err == nil && (r.Token == 0 || r.Token > math.MaxInt64) {
 			err = lease.ErrNotHeld // never granted
 		}
 		if err != nil {
-			out[i].Err = s.errorf("renew", r.Mutex, err)
+			out[i].Err = s.errorf("renew", r.Name, err)
 			continue
 		}
-		args = append(args, renewArgs{mutex: r.Mutex, owner: r.Contender, token: int64(r.Token), ttlMs: ttlMs, transitionMs: trMs})
+		args = append(args, renewArgs{mutex: r.Name, owner: r.Contender, token: int64(r.Token), ttlMs: ttlMs, transitionMs: trMs})
 		at = append(at, i)
 	}
 	for start := 0; start < len(args); start += maxBatch {
@@ -69,7 +69,7 @@ func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lea
 	return out, nil
 }
 
-// inOrder returns the result of each request from results by mutex.
+// inOrder returns the result of each request from results by lock.
 func inOrder(reqs []renewArgs, results map[string]renewed) ([]renewed, error) {
 	out := make([]renewed, len(reqs))
 	for i, r := range reqs {

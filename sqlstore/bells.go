@@ -15,16 +15,16 @@ import (
 // learned about the grants and queue entries of its contenders (by queue
 // key). None of them blocks.
 type grantHooks interface {
-	// canWait reports whether key may join mutex's queue: the push path
+	// canWait reports whether key may join lock's queue: the push path
 	// can wake it.
 	canWait(mutex, key string) bool
 	// waiting: an acquire lost and left key queued behind pred (a queue
-	// key; "" when the mutex has no owner).
+	// key; "" when the lock has no owner).
 	waiting(mutex, key, pred string)
-	// granted: key holds mutex for at most remaining more; waited is
+	// granted: key holds lock for at most remaining more; waited is
 	// true when others are known to wait for it.
 	granted(mutex, key string, remaining time.Duration, waited bool)
-	// ended: key's grant of mutex ended, or key left its queue.
+	// ended: key's grant of lock ended, or key left its queue.
 	ended(mutex, key string)
 }
 
@@ -42,22 +42,22 @@ func (noHooks) canWait(string, string) bool                 { return true }
 func (noHooks) waiting(string, string, string)              {}
 func (noHooks) granted(string, string, time.Duration, bool) {}
 func (noHooks) ended(string, string)                        {}
-func (b *bells) canWait(mutex, key string) bool             { return b.admit(bellID{mutex, key}) }
-func (b *bells) waiting(mutex, key, pred string) {
-	b.instruct(bellID{mutex, key}, instr{op: opWait, pred: pred})
+func (b *bells) canWait(name, key string) bool              { return b.admit(bellID{name, key}) }
+func (b *bells) waiting(name, key, pred string) {
+	b.instruct(bellID{name, key}, instr{op: opWait, pred: pred})
 }
-func (b *bells) granted(mutex, key string, rem time.Duration, waited bool) {
-	b.grant(bellID{mutex, key}, rem, waited)
+func (b *bells) granted(name, key string, rem time.Duration, waited bool) {
+	b.grant(bellID{name, key}, rem, waited)
 }
-func (b *bells) ended(mutex, key string) { b.end(bellID{mutex, key}) }
+func (b *bells) ended(name, key string) { b.end(bellID{name, key}) }
 
-// bellID names the bell of one contender (by key) for one mutex.
+// bellID names the bell of one contender (by key) for one lock.
 type bellID struct{ mutex, key string }
 
 // What a ringer does (instr.op).
 const (
 	opWait = iota // hold our bell, wait behind pred's
-	opHold        // hold our bell: we hold the mutex
+	opHold        // hold our bell: we hold the lock
 	opStop        // let every bell go and end
 )
 
@@ -76,11 +76,11 @@ const bellWait = time.Hour
 const rangWait = 10 * time.Second
 
 // bells is the MySQL push path (queries/mysql/bells.sql). A contender of
-// this Store that waits in a mutex's queue has a ringer: a goroutine with
+// this Store that waits in a lock's queue has a ringer: a goroutine with
 // a connection of its own that holds the contender's bell (a named lock)
 // and blocks on the bell of whom it waits behind. When that bell lets go,
 // the ringer wakes the contender's Watch; if the contender then holds the
-// mutex, the ringer keeps its bell until the grant ends, so that the
+// lock, the ringer keeps its bell until the grant ends, so that the
 // release wakes the next waiter. Grants of contenders that did not wait
 // have their bells taken, after holdDelay, by one holder connection
 // (bells_hold.go). Connections that may hold a bell go back to the pool
@@ -242,10 +242,10 @@ func (b *bells) take(r *ringer, d time.Duration) (in instr, ok bool) {
 // id's bell and waits, so that the release statement lets the bell go
 // itself (ReleaseBells); nil when there is none. The ringer waits until
 // giveBack.
-func (b *bells) lend(mutex, key string) *sql.Conn {
+func (b *bells) lend(name, key string) *sql.Conn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r := b.ringers[bellID{mutex, key}]
+	r := b.ringers[bellID{name, key}]
 	if r == nil || r.idle == nil || r.lent || r.next != nil {
 		return nil
 	}
@@ -255,10 +255,10 @@ func (b *bells) lend(mutex, key string) *sql.Conn {
 
 // giveBack returns the connection lend handed out; letGo tells whether the
 // release statement let the session's bells go.
-func (b *bells) giveBack(mutex, key string, letGo bool) {
+func (b *bells) giveBack(name, key string, letGo bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r := b.ringers[bellID{mutex, key}]
+	r := b.ringers[bellID{name, key}]
 	if r == nil || !r.lent {
 		return
 	}
@@ -270,7 +270,7 @@ func (b *bells) giveBack(mutex, key string, letGo bool) {
 	}
 }
 
-// grant records that id holds its mutex for at most remaining more: its
+// grant records that id holds its lock for at most remaining more: its
 // ringer (it waited) keeps its bell; otherwise, once others are known to
 // wait (waited), the holder loop takes it. An uncontended grant does no
 // doorbell work: a waiter that comes later probes the row until the
@@ -413,7 +413,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 		}
 		switch {
 		case err != nil:
-			b.log.Warn("sqlstore: doorbell connection failed; reconnecting", "mutex", r.id.mutex, "error", err)
+			b.log.Warn("sqlstore: doorbell connection failed; reconnecting", "lock", r.id.mutex, "error", err)
 			if !sleepCtx(context.Background(), backoff(fails)) {
 				return conn, dirty
 			}
@@ -440,7 +440,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 }
 
 // probeBackoff is the pause before the n-th (from 0) try of the row by a
-// waiter whose predecessor holds no bell (a holder that took the mutex
+// waiter whose predecessor holds no bell (a holder that took the lock
 // without waiting takes its bell only once it learns of waiters): 10 ms
 // doubling to 1 s.
 func probeBackoff(n int) time.Duration {

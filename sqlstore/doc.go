@@ -29,7 +29,7 @@
 //
 // # How it works
 //
-// One row per mutex in the table simba_mutex (or the one named by
+// One row per lock in the table simba_mutex (or the one named by
 // [WithTable]): owner_id, acquired_at, ttl_at, transition_at (epoch
 // milliseconds on the server's clock), token (the fencing counter), version
 // (bumped on every write) and queue (the wait queue, below). Every
@@ -43,10 +43,10 @@
 //
 // Tokens: a new grant sets token to the previous value plus one; renewals
 // and extensions keep it; a release clears the owner but keeps the counter
-// in the row, so tokens of a mutex only grow, across server restarts. The
-// row of a mutex nobody has held for a while is deleted ([Store.Prune],
+// in the row, so tokens of a lock only grow, across server restarts. The
+// row of a lock nobody has held for a while is deleted ([Store.Prune],
 // in the background after [WithRetention], a day by default); the highest
-// token of the rows deleted is kept in the row whose mutex is the empty string (the
+// token of the rows deleted is kept in the row whose lock is the empty string (the
 // token floor), and a new row starts above it, so a name that comes back
 // still gets a token above every token it had.
 //
@@ -62,16 +62,16 @@
 // # Fair hand-off
 //
 // A contender that loses while it waits through a lease.Manager (it
-// watches the mutex through this Store, see [Store.Watch]) joins the
-// mutex's wait queue, kept in its row: oldest first, at most 128 entries,
+// watches the lock through this Store, see [Store.Watch]) joins the
+// lock's wait queue, kept in its row: oldest first, at most 128 entries,
 // each with an expiry of 2 × (ttl + transition) from its latest attempt, so
 // a crashed waiter drops out. The winner leaves the queue, and [Store.Release]
 // withdraws the caller in any case (token 0 only withdraws). When a release
-// leaves live waiters, the mutex is reserved for the first one for the
+// leaves live waiters, the lock is reserved for the first one for the
 // hand-off window ([WithHandoff], 1 s by default) and only that waiter is
 // woken; others that try meanwhile get an empty Owner and a positive
 // Transition, the time to try again (for a waiter behind the first two,
-// the window plus a grant as long as its own: it cannot have the mutex
+// the window plus a grant as long as its own: it cannot have the lock
 // sooner, and is woken when its turn comes). A first waiter that does not come in
 // time (it died) loses its place to whoever comes next, and the waiter
 // after it is woken when the window ends, so a dead waiter at the head
@@ -91,7 +91,7 @@
 // transition end:
 //
 //   - PostgreSQL: a release that leaves waiters sends a NOTIFY naming the
-//     mutex, the first waiter and the one after it, to the Store of each of
+//     lock, the first waiter and the one after it, to the Store of each of
 //     them only: every Store has a channel of its own, named after the
 //     table and a random tag that starts its contenders' queue keys. A
 //     release that leaves nobody waiting sends none (PostgreSQL serializes
@@ -107,7 +107,7 @@
 //     named lock (GET_LOCK) of its own, its doorbell, and blocks on the
 //     doorbell of whom it waits behind (the waiter before it, or the
 //     owner); a release lets the owner's doorbell go, which wakes the first
-//     waiter and only it. A waiter that gets the mutex keeps its doorbell
+//     waiter and only it. A waiter that gets the lock keeps its doorbell
 //     (and its connection) until it releases, in the release statement
 //     itself. A holder that did not wait takes its doorbell, on one shared
 //     connection, once it learns that others wait (its acquire or renewal
@@ -119,7 +119,7 @@
 //     data_version (a local read; it changes when another connection or
 //     process commits) every 20 ms, every 1 ms while a waiter of this Store
 //     is first or second in a queue, and wakes the waiter a release
-//     reserved the mutex for.
+//     reserved the lock for.
 //
 // Notifications are hints: the row is the only source of truth, and every
 // waiter still polls, so a lost notification delays a waiter but never
@@ -135,12 +135,12 @@
 // driver.ErrBadConn roll the statement back; they are retried a few times
 // with a short backoff. Every other error, and a transient one that
 // persists, is returned as an error whose outcome is unknown (see
-// [lease.Store]); losing a mutex is never reported as an error and an error
+// [lease.Store]); losing a lock is never reported as an error and an error
 // is never reported as a grant. The package recognizes the errors of any
 // driver without importing one: a PostgreSQL user's binary links no MySQL
 // driver, and the other way round.
 //
 // Names and owners are compared byte for byte: PostgreSQL columns use
 // COLLATE "C", MySQL columns are VARBINARY, so names differing only in case
-// or trailing spaces are different mutexes.
+// or trailing spaces are different locks.
 package sqlstore

@@ -12,8 +12,8 @@ import (
 
 var _ lease.Lister = (*Store)(nil)
 
-// ListPage implements [lease.Lister]: at most limit mutexes with a live
-// grant, by name, after the mutex named by cursor (the last name of the
+// ListPage implements [lease.Lister]: at most limit locks with a live
+// grant, by name, after the lock named by cursor (the last name of the
 // previous page; "" for the first), with remaining durations on the
 // server's clock. Each page is one indexed range read of the table (the
 // primary key), unlike [Store.List], which reads the whole table.
@@ -32,8 +32,8 @@ func (s *Store) ListPage(ctx context.Context, cursor string, limit int) ([]lease
 	}
 	page := make([]lease.NamedRecord, 0, len(ls))
 	for _, l := range ls {
-		if rec := l.record(); rec.Owner != "" {
-			page = append(page, lease.NamedRecord{Mutex: l.mutex, Record: rec})
+		if rec := l.record(); rec.OwnerID != "" {
+			page = append(page, lease.NamedRecord{Name: l.mutex, Record: rec})
 		}
 	}
 	next := ""
@@ -46,8 +46,8 @@ func (s *Store) ListPage(ctx context.Context, cursor string, limit int) ([]lease
 // listPage reads one page of live grants of the Store's dialect.
 func (s *Store) listPage(ctx context.Context, after string, limit int) ([]listed, error) {
 	var out []listed
-	add := func(mutex, owner string, token, ttlAt, transitionAt, now int64) {
-		out = append(out, listed{mutex, row{found: true, owner: owner, token: token, ttlAt: ttlAt, transitionAt: transitionAt, now: now}})
+	add := func(name, owner string, token, ttlAt, transitionAt, now int64) {
+		out = append(out, listed{name, row{found: true, owner: owner, token: token, ttlAt: ttlAt, transitionAt: transitionAt, now: now}})
 	}
 	switch e := s.eng.(type) {
 	case pgEngine:

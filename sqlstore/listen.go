@@ -116,20 +116,20 @@ func (l *listener) session(ctx context.Context) error {
 
 // deliver routes one notification of the release statement:
 // "HEAD" "NEXT" (16 letters each; dashes when there is no next) window_ms
-// ":" mutex, for the first and second waiter. A payload of another form
-// (a release of an earlier version of this package: just the mutex) wakes
-// every waiter of the mutex it names.
+// ":" lock, for the first and second waiter. A payload of another form
+// (a release of an earlier version of this package: just the lock) wakes
+// every waiter of the lock it names.
 func (l *listener) deliver(payload string) {
-	head, next, window, mutex, ok := parseHandoff(payload)
+	head, next, window, name, ok := parseHandoff(payload)
 	if !ok {
 		l.hub.notify(payload)
 		return
 	}
-	l.hub.handoff(mutex, head, next, window)
+	l.hub.handoff(name, head, next, window)
 }
 
 // parseHandoff splits a hand-off notification (see deliver).
-func parseHandoff(p string) (head, next string, window time.Duration, mutex string, ok bool) {
+func parseHandoff(p string) (head, next string, window time.Duration, name string, ok bool) {
 	if len(p) < 2*keyLen+2 || !isKey(p[:keyLen]) {
 		return "", "", 0, "", false
 	}

@@ -107,8 +107,8 @@ func (t *returning) ExecContext(ctx context.Context, _ string, args ...any) (sql
 	return driver.RowsAffected(1), nil
 }
 
-func (e myEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
-	res, err := e.q.Renew(ctx, e.db, mydb.RenewParams{Mutex: []byte(mutex), OwnerID: []byte(owner), Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
+func (e myEngine) renew(ctx context.Context, name, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
+	res, err := e.q.Renew(ctx, e.db, mydb.RenewParams{Mutex: []byte(name), OwnerID: []byte(owner), Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
 	if err != nil {
 		return row{}, false, err
 	}
@@ -117,7 +117,7 @@ func (e myEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, 
 		return row{}, false, err
 	}
 	if n == 0 {
-		cur, err := e.get(ctx, mutex)
+		cur, err := e.get(ctx, name)
 		return cur, false, err
 	}
 	// Renewed: at the server's now of the UPDATE (the insert id carries
@@ -185,8 +185,8 @@ func (e myEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 	return d == myReleased, err
 }
 
-func (e myEngine) get(ctx context.Context, mutex string) (row, error) {
-	r, err := e.q.Get(ctx, e.db, []byte(mutex))
+func (e myEngine) get(ctx context.Context, name string) (row, error) {
+	r, err := e.q.Get(ctx, e.db, []byte(name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, nil
 	}

@@ -26,9 +26,9 @@ type engine interface {
 	// release ends owner's live grant with token (none when token is 0)
 	// and withdraws key from the queue in any case.
 	release(ctx context.Context, a releaseArgs) (released bool, err error)
-	// get reads the row; found is false for an unknown mutex.
+	// get reads the row; found is false for an unknown lock.
 	get(ctx context.Context, mutex string) (row, error)
-	// list reads every row with a live grant, by mutex.
+	// list reads every row with a live grant, by lock.
 	list(ctx context.Context) ([]listed, error)
 	// prune deletes at most maxRows rows free for retentionMs or longer,
 	// raising the token floor above their tokens first; full is true when
@@ -71,7 +71,7 @@ type listed struct {
 	row
 }
 
-// row is one mutex's row with the server's now.
+// row is one lock's row with the server's now.
 type row struct {
 	found        bool
 	owner        string
@@ -94,7 +94,7 @@ func (r row) record() lease.Record {
 }
 
 // remaining turns a row into remaining durations. A grant whose transition
-// has ended is a free mutex; a free mutex whose transition_at is ahead is
+// has ended is a free lock; a free lock whose transition_at is ahead is
 // held back for the first waiter (empty Owner, positive Transition).
 func (r row) remaining() lease.Record {
 	if !r.found || r.transitionAt <= r.now {
@@ -108,7 +108,7 @@ func (r row) remaining() lease.Record {
 	}
 	ttl := max(r.ttlAt-r.now, 0)
 	return lease.Record{
-		Owner:      r.owner,
+		OwnerID:    r.owner,
 		Token:      uint64(r.token),
 		TTL:        msDuration(ttl),
 		Transition: msDuration(max(r.transitionAt-r.now, ttl)),
@@ -119,25 +119,25 @@ func (r row) remaining() lease.Record {
 // attempt, so that its expiry keeps 13 digits.
 const maxWaitMs = int64(30 * 24 * time.Hour / time.Millisecond)
 
-// Acquire grants mutex to contender when it is free (and not held back
+// Acquire grants lock to contender when it is free (and not held back
 // for another waiter), when the previous grant's transition has ended on
 // the server's clock (a new token), or when contender already holds the
 // live grant (extended, token kept). Losing is not an error: the caller
-// holds the mutex exactly when the returned Record's Owner is contender.
-// A contender that loses while it watches the mutex through this Store
-// (as a lease.Manager's waiter does) joins the mutex's wait queue; a
-// mutex held back for the first waiter is an empty Owner with a positive
+// holds the lock exactly when the returned Record's Owner is contender.
+// A contender that loses while it watches the lock through this Store
+// (as a lease.Manager's waiter does) joins the lock's wait queue; a
+// lock held back for the first waiter is an empty Owner with a positive
 // Transition: the rest of the hand-off window, and for a waiter queued
 // behind the first two, one grant of ttl + transition more (the soonest
-// it can expect the mutex: its Manager does not poll before). See
+// it can expect the lock: its Manager does not poll before). See
 // [lease.Store].
-func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
-	ttlMs, trMs, err := checkRequest(mutex, contender, ttl, transition)
+func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	ttlMs, trMs, err := checkRequest(name, contender, ttl, transition)
 	if err != nil {
-		return lease.Record{}, s.errorf("acquire", mutex, err)
+		return lease.Record{}, s.errorf("acquire", name, err)
 	}
-	a := acquireArgs{mutex: mutex, owner: contender, key: s.key(contender), ttlMs: ttlMs, transitionMs: trMs}
-	if s.hub != nil && s.hub.subscribed(mutex, a.key) && s.hooks.canWait(mutex, a.key) && s.waits.add(mutex, contender) {
+	a := acquireArgs{mutex: name, owner: contender, key: s.key(contender), ttlMs: ttlMs, transitionMs: trMs}
+	if s.hub != nil && s.hub.subscribed(name, a.key) && s.hooks.canWait(name, a.key) && s.waits.add(name, contender) {
 		a.waitMs = min(2*(ttlMs+trMs), maxWaitMs)
 	}
 	var r row
@@ -146,20 +146,20 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 		return err
 	})
 	if err != nil {
-		return lease.Record{}, s.errorf("acquire", mutex, err)
+		return lease.Record{}, s.errorf("acquire", name, err)
 	}
 	rec := r.record()
 	switch {
 	case rec.Held(contender):
-		s.waits.remove(mutex, contender)
-		s.hooks.granted(mutex, a.key, rec.Transition, r.queue.live(r.now))
+		s.waits.remove(name, contender)
+		s.hooks.granted(name, a.key, rec.Transition, r.queue.live(r.now))
 	case a.waitMs > 0:
 		if pred, ok := r.queue.pred(a.key, r.owner); ok {
-			s.hooks.waiting(mutex, a.key, pred)
+			s.hooks.waiting(name, a.key, pred)
 		}
-		if rec.Owner == "" && rec.Transition > 0 && r.queue.index(a.key) >= 2 {
+		if rec.OwnerID == "" && rec.Transition > 0 && r.queue.index(a.key) >= 2 {
 			// Held back for the first waiter, and the second one comes
-			// next: this waiter cannot have the mutex before the first
+			// next: this waiter cannot have the lock before the first
 			// one's grant ends (its wake-up comes with the release before
 			// it), so its Manager is told to poll no sooner than a grant
 			// as long as its own after the window, as behind an owner.
@@ -174,107 +174,107 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 // transition, from the server's now, keeping the token. When that grant is
 // not the current one or its transition has ended, it changes nothing and
 // returns the current record with an error wrapping [lease.ErrNotHeld].
-func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
-	ttlMs, trMs, err := checkRequest(mutex, contender, ttl, transition)
+func (s *Store) Renew(ctx context.Context, name, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+	ttlMs, trMs, err := checkRequest(name, contender, ttl, transition)
 	if err != nil {
-		return lease.Record{}, s.errorf("renew", mutex, err)
+		return lease.Record{}, s.errorf("renew", name, err)
 	}
 	if token == 0 || token > math.MaxInt64 { // never granted
-		r, err := s.Get(ctx, mutex)
+		r, err := s.Get(ctx, name)
 		if err != nil {
 			return lease.Record{}, err
 		}
-		return r, s.errorf("renew", mutex, lease.ErrNotHeld)
+		return r, s.errorf("renew", name, lease.ErrNotHeld)
 	}
 	var r row
 	var ok bool
 	err = s.retry(ctx, func() (err error) {
-		r, ok, err = s.eng.renew(ctx, mutex, contender, int64(token), ttlMs, trMs)
+		r, ok, err = s.eng.renew(ctx, name, contender, int64(token), ttlMs, trMs)
 		return err
 	})
 	if err != nil {
-		return lease.Record{}, s.errorf("renew", mutex, err)
+		return lease.Record{}, s.errorf("renew", name, err)
 	}
 	key := s.key(contender)
 	if !ok {
-		s.hooks.ended(mutex, key)
-		return r.record(), s.errorf("renew", mutex, lease.ErrNotHeld)
+		s.hooks.ended(name, key)
+		return r.record(), s.errorf("renew", name, lease.ErrNotHeld)
 	}
 	rec := r.record()
-	s.hooks.granted(mutex, key, rec.Transition, r.waited)
+	s.hooks.granted(name, key, rec.Transition, r.waited)
 	return rec, nil
 }
 
-// Release ends contender's grant with token at once: the mutex is free
+// Release ends contender's grant with token at once: the lock is free
 // (or, when others wait, reserved for the first of them for the hand-off
 // window, see [WithHandoff]) and the next grant gets a greater token. It
-// also withdraws contender from the mutex's wait queue; token 0 only
+// also withdraws contender from the lock's wait queue; token 0 only
 // withdraws. When that grant is not the current one (token 0 never is),
 // it changes no grant and returns an error wrapping [lease.ErrNotHeld].
-func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
-	if err := checkNameContender(mutex, contender); err != nil {
-		return s.errorf("release", mutex, err)
+func (s *Store) Release(ctx context.Context, name, contender string, token uint64) error {
+	if err := checkNameContender(name, contender); err != nil {
+		return s.errorf("release", name, err)
 	}
 	if token > math.MaxInt64 {
-		return s.errorf("release", mutex, lease.ErrNotHeld)
+		return s.errorf("release", name, lease.ErrNotHeld)
 	}
-	queued := s.waits.take(mutex, contender)
+	queued := s.waits.take(name, contender)
 	if token == 0 && !queued { // nothing to end, nothing to withdraw
-		return s.errorf("release", mutex, lease.ErrNotHeld)
+		return s.errorf("release", name, lease.ErrNotHeld)
 	}
-	a := releaseArgs{mutex: mutex, owner: contender, key: s.key(contender), token: int64(token),
+	a := releaseArgs{mutex: name, owner: contender, key: s.key(contender), token: int64(token),
 		windowMs: ceilMs(s.handoff), notify: s.hub != nil}
 	lend, _ := s.hooks.(lender)
 	if lend != nil {
-		a.on = lend.lend(mutex, a.key)
+		a.on = lend.lend(name, a.key)
 	}
 	var released bool
 	err := s.retry(ctx, func() (err error) {
 		released, err = s.eng.release(ctx, a)
 		if a.on != nil { // once: a failed connection is the doorbell's to replace
-			lend.giveBack(mutex, a.key, err == nil && released)
+			lend.giveBack(name, a.key, err == nil && released)
 			a.on = nil
 		}
 		return err
 	})
 	if err != nil {
 		if queued {
-			s.waits.add(mutex, contender) // maybe still queued: withdraw again
+			s.waits.add(name, contender) // maybe still queued: withdraw again
 		}
-		return s.errorf("release", mutex, err)
+		return s.errorf("release", name, err)
 	}
-	s.hooks.ended(mutex, a.key) // after the row: a doorbell rings for a free mutex
+	s.hooks.ended(name, a.key) // after the row: a doorbell rings for a free lock
 	if !released {
-		return s.errorf("release", mutex, lease.ErrNotHeld)
+		return s.errorf("release", name, lease.ErrNotHeld)
 	}
 	return nil
 }
 
-// Get returns the current record of mutex without changing it. An unknown
-// or free mutex has an empty Owner.
-func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
-	if err := lease.ValidateName(mutex); err != nil {
-		return lease.Record{}, s.errorf("get", mutex, err)
+// Get returns the current record of lock without changing it. An unknown
+// or free lock has an empty Owner.
+func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return lease.Record{}, s.errorf("get", name, err)
 	}
 	var r row
 	err := s.retry(ctx, func() (err error) {
-		r, err = s.eng.get(ctx, mutex)
+		r, err = s.eng.get(ctx, name)
 		return err
 	})
 	if err != nil {
-		return lease.Record{}, s.errorf("get", mutex, err)
+		return lease.Record{}, s.errorf("get", name, err)
 	}
 	return r.record(), nil
 }
 
 // Grant is a live grant as [Store.List] reports it.
 type Grant struct {
-	// Mutex is the name of the mutex.
+	// Lock is the name of the lock.
 	Mutex string
 	lease.Record
 }
 
-// List returns every mutex with a live grant, ordered by name, with
+// List returns every lock with a live grant, ordered by name, with
 // remaining durations on the server's clock — for status pages and the
 // simba CLI. It reads the whole table: keep it off hot paths.
 func (s *Store) List(ctx context.Context) ([]Grant, error) {
@@ -288,15 +288,15 @@ func (s *Store) List(ctx context.Context) ([]Grant, error) {
 	}
 	out := make([]Grant, 0, len(ls))
 	for _, l := range ls {
-		if rec := l.record(); rec.Owner != "" {
+		if rec := l.record(); rec.OwnerID != "" {
 			out = append(out, Grant{Mutex: l.mutex, Record: rec})
 		}
 	}
 	return out, nil
 }
 
-func (s *Store) errorf(op, mutex string, err error) error {
-	return fmt.Errorf("sqlstore: %s %s %q: %w", s.dialect, op, mutex, err)
+func (s *Store) errorf(op, name string, err error) error {
+	return fmt.Errorf("sqlstore: %s %s %q: %w", s.dialect, op, name, err)
 }
 
 // maxMs bounds ttl + transition so that now + it cannot overflow a bigint
@@ -306,8 +306,8 @@ const maxMs = math.MaxInt64 / 4
 // checkRequest validates the input of Acquire and Renew and converts the
 // durations to milliseconds, rounded up: the server's grant is never
 // shorter than the one the caller's deadline assumes.
-func checkRequest(mutex, contender string, ttl, transition time.Duration) (ttlMs, trMs int64, err error) {
-	if err := lease.ValidateRequest(mutex, contender, ttl, transition); err != nil {
+func checkRequest(name, contender string, ttl, transition time.Duration) (ttlMs, trMs int64, err error) {
+	if err := lease.ValidateRequest(name, contender, ttl, transition); err != nil {
 		return 0, 0, err
 	}
 	ttlMs, trMs = ceilMs(ttl), ceilMs(transition)
@@ -319,8 +319,8 @@ func checkRequest(mutex, contender string, ttl, transition time.Duration) (ttlMs
 
 // checkNameContender accepts what the Store contract promises: a valid name
 // and contender id.
-func checkNameContender(mutex, contender string) error {
-	if err := lease.ValidateName(mutex); err != nil {
+func checkNameContender(name, contender string) error {
+	if err := lease.ValidateName(name); err != nil {
 		return err
 	}
 	return lease.ValidateContenderID(contender)

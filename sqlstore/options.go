@@ -76,8 +76,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithPush turns release notifications and the fair wait queue on (the
-// default) or off. On, a waiter of this Store joins the mutex's wait queue
-// and is woken as soon as the mutex is handed to it: on PostgreSQL through
+// default) or off. On, a waiter of this Store joins the lock's wait queue
+// and is woken as soon as the lock is handed to it: on PostgreSQL through
 // LISTEN/NOTIFY on one connection borrowed from the pool while anyone waits
 // (pgx's stdlib driver only), on MySQL through named locks (GET_LOCK) used
 // as doorbells, on connections borrowed from the pool (see
@@ -97,12 +97,12 @@ func WithPush(on bool) Option {
 }
 
 // DefaultDoorbells is how many MySQL connections a Store lends at most to
-// doorbells, one per contender and mutex that its Managers wait for.
+// doorbells, one per contender and lock that its Managers wait for.
 const DefaultDoorbells = 8
 
 // WithDoorbells bounds the connections a MySQL Store borrows from the pool
-// for doorbells: one per contender and mutex it waits for, kept while that
-// contender then holds the mutex (default [DefaultDoorbells]). The Store
+// for doorbells: one per contender and lock it waits for, kept while that
+// contender then holds the lock (default [DefaultDoorbells]). The Store
 // also borrows one connection to hold the doorbells of the grants it took
 // without waiting; with it, it never takes more than half of the pool's
 // limit (sql.DB.SetMaxOpenConns). A waiter beyond the bound does not queue
@@ -117,7 +117,7 @@ func WithDoorbells(n int) Option {
 	}
 }
 
-// DefaultHandoff is the default hand-off window: how long a mutex freed by
+// DefaultHandoff is the default hand-off window: how long a lock freed by
 // a Release is held back for the longest live waiter.
 const DefaultHandoff = time.Second
 
@@ -125,13 +125,13 @@ const DefaultHandoff = time.Second
 const maxHandoff = time.Minute
 
 // WithHandoff sets the hand-off window (default [DefaultHandoff]). A
-// Release that leaves live waiters in the mutex's queue reserves the mutex
+// Release that leaves live waiters in the lock's queue reserves the lock
 // for the first one for d and wakes it (and only it); others that try
 // meanwhile get an empty Owner and a positive Transition, the time to try
 // again. A waiter that does not come in time loses its place to whoever
 // comes next, and the waiter after it is woken when the window ends
 // (PostgreSQL, SQLite) or by its doorbell (MySQL). d = 0 reserves nothing:
-// the first waiter is still woken first, but anyone may take the mutex.
+// the first waiter is still woken first, but anyone may take the lock.
 func WithHandoff(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 || d > maxHandoff {

@@ -32,17 +32,17 @@ func (e pgEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
 	got := row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt,
 		now: r.NowMs, queue: queued(r.Queue)}
 	if got.owner != a.owner && got.remaining() == (lease.Record{}) {
-		// Lost, yet the snapshot shows a free mutex: a grant committed
+		// Lost, yet the snapshot shows a free lock: a grant committed
 		// after the snapshot holds it. Read who.
 		return e.get(ctx, a.mutex)
 	}
 	return got, nil
 }
 
-func (e pgEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
-	r, err := e.q.Renew(ctx, e.db, pgdb.RenewParams{Mutex: mutex, OwnerID: owner, Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
+func (e pgEngine) renew(ctx context.Context, name, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
+	r, err := e.q.Renew(ctx, e.db, pgdb.RenewParams{Mutex: name, OwnerID: owner, Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
 	if errors.Is(err, sql.ErrNoRows) {
-		cur, err := e.get(ctx, mutex)
+		cur, err := e.get(ctx, name)
 		return cur, false, err
 	}
 	if err != nil {
@@ -91,8 +91,8 @@ func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 	return r.Released > 0, err
 }
 
-func (e pgEngine) get(ctx context.Context, mutex string) (row, error) {
-	r, err := e.q.Get(ctx, e.db, mutex)
+func (e pgEngine) get(ctx context.Context, name string) (row, error) {
+	r, err := e.q.Get(ctx, e.db, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, nil
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// DefaultRetention is how long a row stays after its mutex was last held
+// DefaultRetention is how long a row stays after its lock was last held
 // before the Store's background pruning deletes it (see [WithRetention]).
 const DefaultRetention = 24 * time.Hour
 
@@ -20,10 +20,10 @@ const pruneBatch = 1000
 // pruneTimeout bounds one background prune.
 const pruneTimeout = time.Minute
 
-// WithRetention sets how long the row of a mutex stays after the mutex
+// WithRetention sets how long the row of a lock stays after the lock
 // was last held (its grant released, or its transition ended) before the
 // Store deletes it (default [DefaultRetention]), so that a table of
-// mutexes named after orders or jobs stays bounded. A Store prunes in the
+// locks named after orders or jobs stays bounded. A Store prunes in the
 // background after an Acquire, at most every quarter of d (between 1 s and
 // 1 h), in a goroutine that ends with the prune (and that [Store.Close]
 // waits for); d = 0 turns it off (call [Store.Prune] yourself). Tokens stay
@@ -39,11 +39,11 @@ func WithRetention(d time.Duration) Option {
 	}
 }
 
-// Prune deletes the rows of mutexes that nobody has held for olderThan or
+// Prune deletes the rows of locks that nobody has held for olderThan or
 // longer (released, or lapsed, that long ago) and returns how many it
 // deleted, in statements of at most 1,000 rows, until none is left or ctx
 // ends. Before it deletes a row it raises the table's token floor (kept in
-// the row whose mutex is ”) to the row's token, and a new row starts
+// the row whose lock is ”) to the row's token, and a new row starts
 // above the floor: a name that comes back gets a token greater than every
 // token it had, so fencing tokens never repeat. Live grants and the
 // hand-off window of a release are never pruned.

@@ -25,39 +25,39 @@ var ErrNoPush = errors.New("sqlstore: release notifications unavailable")
 // of the pool, so the statements of the Managers always find one.
 const minPushPool = 4
 
-// Watch subscribes to release notifications of mutex, as [lease.Watcher]
+// Watch subscribes to release notifications of lock, as [lease.Watcher]
 // describes: the channel receives an event (a hint to try again) when the
-// mutex is handed to contender — a release that leaves contender first in
+// lock is handed to contender — a release that leaves contender first in
 // the wait queue, or, when the first waiter does not come within the
 // hand-off window, second — and when the notification path (re)connects,
 // since a release may have gone unseen before. It is closed when ctx ends.
 // Events are never queued for a slow receiver: one pending event stands
-// for all. While contender watches mutex through this Store, an Acquire of
-// it that loses puts contender in the mutex's wait queue.
+// for all. While contender watches lock through this Store, an Acquire of
+// it that loses puts contender in the lock's wait queue.
 //
 // An observer (contender "") hears the hand-offs to waiters of its own
 // Store on PostgreSQL and every change of owner on SQLite; a release that
 // leaves nobody waiting sends no notification (it would cost PostgreSQL a
 // server-wide lock), so observers also poll. On MySQL an observer hears
 // nothing and relies on polling.
-func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	if err := lease.ValidateName(mutex); err != nil {
-		return nil, s.errorf("watch", mutex, err)
+func (s *Store) Watch(ctx context.Context, name, contender string) (<-chan lease.Event, error) {
+	if err := lease.ValidateName(name); err != nil {
+		return nil, s.errorf("watch", name, err)
 	}
 	if ctx == nil {
-		return nil, s.errorf("watch", mutex, fmt.Errorf("%w: nil context", lease.ErrInvalidArgument))
+		return nil, s.errorf("watch", name, fmt.Errorf("%w: nil context", lease.ErrInvalidArgument))
 	}
 	if s.hub == nil {
-		return nil, s.errorf("watch", mutex, fmt.Errorf("%w: WithPush(false)", ErrNoPush))
+		return nil, s.errorf("watch", name, fmt.Errorf("%w: WithPush(false)", ErrNoPush))
 	}
 	if err := s.hub.usable(); err != nil {
-		return nil, s.errorf("watch", mutex, err)
+		return nil, s.errorf("watch", name, err)
 	}
 	key := ""
 	if contender != "" {
 		key = s.key(contender)
 	}
-	return s.hub.watch(ctx, mutex, key), nil
+	return s.hub.watch(ctx, name, key), nil
 }
 
 // Close stops the Store's background work: it drops the MySQL doorbells of
@@ -113,14 +113,14 @@ type hub struct {
 	linger  time.Duration // how long the backend runs on without subscribers
 
 	mu       sync.Mutex
-	subs     map[string]map[chan lease.Event]string // mutex → channel → key
+	subs     map[string]map[chan lease.Event]string // lock → channel → key
 	count    int
 	running  bool                   // the backend was started and not stopped
 	idle     *time.Timer            // stops the backend after linger; nil when none pending
 	gen      int                    // invalidates an idle timer that fired too late
 	dead     error                  // why push cannot work any more (ErrNoPush or ErrClosed)
 	hearers  int                    // backend sessions that hear releases (LISTEN up); MySQL: always 1
-	deferred map[string]*time.Timer // mutex → the pending wake of its second waiter
+	deferred map[string]*time.Timer // lock → the pending wake of its second waiter
 }
 
 // usable returns nil when push can work, else why not: the backend gave
@@ -137,17 +137,17 @@ func (h *hub) usable() error {
 	return nil
 }
 
-// watch adds a subscriber of mutex with key until ctx ends.
-func (h *hub) watch(ctx context.Context, mutex, key string) <-chan lease.Event {
+// watch adds a subscriber of lock with key until ctx ends.
+func (h *hub) watch(ctx context.Context, name, key string) <-chan lease.Event {
 	ch := make(chan lease.Event, 1)
 	h.mu.Lock()
 	if h.subs == nil {
 		h.subs = map[string]map[chan lease.Event]string{}
 	}
-	set := h.subs[mutex]
+	set := h.subs[name]
 	if set == nil {
 		set = map[chan lease.Event]string{}
-		h.subs[mutex] = set
+		h.subs[name] = set
 	}
 	set[ch] = key
 	h.count++
@@ -161,21 +161,21 @@ func (h *hub) watch(ctx context.Context, mutex, key string) <-chan lease.Event {
 		h.backend.start()
 	}
 	h.mu.Unlock()
-	context.AfterFunc(ctx, func() { h.remove(mutex, ch) })
+	context.AfterFunc(ctx, func() { h.remove(name, ch) })
 	return ch
 }
 
-func (h *hub) remove(mutex string, ch chan lease.Event) {
+func (h *hub) remove(name string, ch chan lease.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	set := h.subs[mutex]
+	set := h.subs[name]
 	if _, ok := set[ch]; !ok {
 		return
 	}
 	delete(set, ch)
 	if len(set) == 0 {
-		delete(h.subs, mutex)
-		h.undefer(mutex)
+		delete(h.subs, name)
+		h.undefer(name)
 	}
 	close(ch)
 	h.count--
@@ -199,27 +199,27 @@ func (h *hub) remove(mutex string, ch chan lease.Event) {
 	})
 }
 
-// notify wakes every subscriber of mutex.
-func (h *hub) notify(mutex string) {
+// notify wakes every subscriber of lock.
+func (h *hub) notify(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.undefer(mutex)
-	for ch := range h.subs[mutex] {
-		send(ch, lease.Event{Mutex: mutex})
+	h.undefer(name)
+	for ch := range h.subs[name] {
+		send(ch, lease.Event{Name: name})
 	}
 }
 
-// handoff wakes the subscribers of mutex with key head, and observers, at
+// handoff wakes the subscribers of lock with key head, and observers, at
 // once; those with key next (if any) when window (plus a margin) has
-// passed without another hand-off of mutex: the head did not come.
-func (h *hub) handoff(mutex, head, next string, window time.Duration) {
+// passed without another hand-off of lock: the head did not come.
+func (h *hub) handoff(name, head, next string, window time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.undefer(mutex)
-	set := h.subs[mutex]
+	h.undefer(name)
+	set := h.subs[name]
 	for ch, key := range set {
 		if key == "" || key == head {
-			send(ch, lease.Event{Mutex: mutex})
+			send(ch, lease.Event{Name: name})
 		}
 	}
 	if next == "" || !hasKey(set, next) {
@@ -229,39 +229,39 @@ func (h *hub) handoff(mutex, head, next string, window time.Duration) {
 	t = time.AfterFunc(window+handoffMargin, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if h.deferred[mutex] != t {
+		if h.deferred[name] != t {
 			return // superseded
 		}
-		delete(h.deferred, mutex)
-		for ch, key := range h.subs[mutex] {
+		delete(h.deferred, name)
+		for ch, key := range h.subs[name] {
 			if key == next {
-				send(ch, lease.Event{Mutex: mutex})
+				send(ch, lease.Event{Name: name})
 			}
 		}
 	})
 	if h.deferred == nil {
 		h.deferred = map[string]*time.Timer{}
 	}
-	h.deferred[mutex] = t
+	h.deferred[name] = t
 }
 
-// wakeKey wakes the subscribers of mutex with key.
-func (h *hub) wakeKey(mutex, key string) {
+// wakeKey wakes the subscribers of lock with key.
+func (h *hub) wakeKey(name, key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch, k := range h.subs[mutex] {
+	for ch, k := range h.subs[name] {
 		if k == key {
-			send(ch, lease.Event{Mutex: mutex})
+			send(ch, lease.Event{Name: name})
 		}
 	}
 }
 
-// undefer stops the pending wake of mutex's second waiter. Called with mu
+// undefer stops the pending wake of lock's second waiter. Called with mu
 // held.
-func (h *hub) undefer(mutex string) {
-	if t := h.deferred[mutex]; t != nil {
+func (h *hub) undefer(name string) {
+	if t := h.deferred[name]; t != nil {
 		t.Stop()
-		delete(h.deferred, mutex)
+		delete(h.deferred, name)
 	}
 }
 
@@ -274,7 +274,7 @@ func hasKey(set map[chan lease.Event]string, key string) bool {
 	return false
 }
 
-// mutexes returns the watched mutexes.
+// locks returns the watched locks.
 func (h *hub) mutexes() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -285,12 +285,12 @@ func (h *hub) mutexes() []string {
 	return ms
 }
 
-// keys returns the keys of the subscribers of mutex ("" for observers).
-func (h *hub) keys(mutex string) []string {
+// keys returns the keys of the subscribers of lock ("" for observers).
+func (h *hub) keys(name string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ks := make([]string, 0, len(h.subs[mutex]))
-	for _, k := range h.subs[mutex] {
+	ks := make([]string, 0, len(h.subs[name]))
+	for _, k := range h.subs[name] {
 		ks = append(ks, k)
 	}
 	return ks
@@ -300,20 +300,20 @@ func (h *hub) keys(mutex string) []string {
 func (h *hub) recheck() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for mutex, set := range h.subs {
+	for name, set := range h.subs {
 		for ch := range set {
-			send(ch, lease.Event{Mutex: mutex})
+			send(ch, lease.Event{Name: name})
 		}
 	}
 }
 
-// subscribed reports whether mutex has a subscriber with key and the
+// subscribed reports whether lock has a subscriber with key and the
 // backend hears releases: only then may key join the queue (a waiter that
 // cannot be woken would hold every hand-off back for a window).
-func (h *hub) subscribed(mutex, key string) bool {
+func (h *hub) subscribed(name, key string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.hearers > 0 && hasKey(h.subs[mutex], key)
+	return h.hearers > 0 && hasKey(h.subs[name], key)
 }
 
 // hearing tells the hub that a session of its backend began (on) or
@@ -341,12 +341,12 @@ func (h *hub) giveUp(why error) {
 	if h.dead == nil {
 		h.dead = why
 	}
-	for mutex, set := range h.subs {
+	for name, set := range h.subs {
 		for ch := range set {
 			close(ch)
 		}
-		delete(h.subs, mutex)
-		h.undefer(mutex)
+		delete(h.subs, name)
+		h.undefer(name)
 	}
 	h.count = 0
 	h.gen++

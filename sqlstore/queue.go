@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// The wait queue of a mutex lives in its row (column queue): entries of
+// The wait queue of a lock lives in its row (column queue): entries of
 // entryLen characters, oldest first, each a contender's key (keyLen
 // letters a-p) and the epoch ms at which the entry expires (13 digits).
 // Keys are letters and times digits, so a search for a key only ever finds
@@ -30,7 +30,7 @@ func contenderKey(contender string) string { return taggedKey("", contender) }
 // a-p, shorter than a key): the tag, then letters spelling the SHA-256 of
 // contender up to keyLen. On PostgreSQL the tag names the Store's
 // notification channel, so that a release notifies only the Store of the
-// waiter it hands the mutex to.
+// waiter it hands the lock to.
 func taggedKey(tag, contender string) string {
 	sum := sha256.Sum256([]byte(contender))
 	b := make([]byte, keyLen)
@@ -98,7 +98,7 @@ func (q queued) next() string {
 }
 
 // pred returns whom the entry of key waits behind: the entry before it,
-// or, for the first entry, the owner (by its key; "" when the mutex has
+// or, for the first entry, the owner (by its key; "" when the lock has
 // none). ok is false when key is not queued.
 func (q queued) pred(key, owner string) (pred string, ok bool) {
 	switch i := q.index(key); {
@@ -116,7 +116,7 @@ func (q queued) pred(key, owner string) (pred string, ok bool) {
 // maxWaits bounds the waitSet: a waiter beyond it is not queued (it polls).
 const maxWaits = 1 << 16
 
-// waitSet remembers the (mutex, contender) pairs this Store may have
+// waitSet remembers the (lock, contender) pairs this Store may have
 // queued, so that a Release that only withdraws (token 0) costs a
 // statement only when there is something to withdraw.
 type waitSet struct {
@@ -125,10 +125,10 @@ type waitSet struct {
 }
 
 // add records a pair; false when the set is full.
-func (w *waitSet) add(mutex, contender string) bool {
+func (w *waitSet) add(name, contender string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := [2]string{mutex, contender}
+	k := [2]string{name, contender}
 	if _, ok := w.m[k]; ok {
 		return true
 	}
@@ -142,17 +142,17 @@ func (w *waitSet) add(mutex, contender string) bool {
 	return true
 }
 
-func (w *waitSet) remove(mutex, contender string) {
+func (w *waitSet) remove(name, contender string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.m, [2]string{mutex, contender})
+	delete(w.m, [2]string{name, contender})
 }
 
 // take removes a pair and reports whether it was there.
-func (w *waitSet) take(mutex, contender string) bool {
+func (w *waitSet) take(name, contender string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := [2]string{mutex, contender}
+	k := [2]string{name, contender}
 	_, ok := w.m[k]
 	delete(w.m, k)
 	return ok

@@ -31,10 +31,10 @@ func (e liteEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
 		now: r.Column6, queue: queued(r.Queue)}, nil
 }
 
-func (e liteEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
-	r, err := e.q.Renew(ctx, e.db, litedb.RenewParams{Mutex: mutex, OwnerID: owner, Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
+func (e liteEngine) renew(ctx context.Context, name, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
+	r, err := e.q.Renew(ctx, e.db, litedb.RenewParams{Mutex: name, OwnerID: owner, Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
 	if errors.Is(err, sql.ErrNoRows) {
-		cur, err := e.get(ctx, mutex)
+		cur, err := e.get(ctx, name)
 		return cur, false, err
 	}
 	if err != nil {
@@ -43,10 +43,10 @@ func (e liteEngine) renew(ctx context.Context, mutex, owner string, token, ttlMs
 	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.Column5}, true, nil
 }
 
-// grantKey is the grant_key column of a grant: mutex, NUL, owner, NUL,
+// grantKey is the grant_key column of a grant: lock, NUL, owner, NUL,
 // token in decimal.
-func grantKey(mutex, owner string, token int64) string {
-	return mutex + "\x00" + owner + "\x00" + strconv.FormatInt(token, 10)
+func grantKey(name, owner string, token int64) string {
+	return name + "\x00" + owner + "\x00" + strconv.FormatInt(token, 10)
 }
 
 // renewMany renews with one UPDATE per group of equal durations (one, from
@@ -85,7 +85,7 @@ func (e liteEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed,
 		}
 		for _, m := range missing {
 			if _, ok := results[m]; !ok {
-				results[m] = renewed{} // unknown mutex
+				results[m] = renewed{} // unknown lock
 			}
 		}
 	}
@@ -101,8 +101,8 @@ func (e liteEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 	return released == 1, err
 }
 
-func (e liteEngine) get(ctx context.Context, mutex string) (row, error) {
-	r, err := e.q.Get(ctx, e.db, mutex)
+func (e liteEngine) get(ctx context.Context, name string) (row, error) {
+	r, err := e.q.Get(ctx, e.db, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, nil
 	}

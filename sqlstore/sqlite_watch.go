@@ -21,9 +21,9 @@ const (
 // sharing the file shares the disk: while anyone watches, one connection
 // of the pool reads PRAGMA data_version (which changes when another
 // connection commits) every litePollEvery, or litePollFast while one of
-// its waiters is next in line, and on a change reads the watched mutexes.
-// A mutex a release reserved for its first waiter wakes that waiter (and
-// the second one when the window ends, see hub.handoff); a mutex found
+// its waiters is next in line, and on a change reads the watched locks.
+// A lock a release reserved for its first waiter wakes that waiter (and
+// the second one when the window ends, see hub.handoff); a lock found
 // free and not reserved wakes every waiter. Its start and stop run under
 // the hub's mu.
 type poller struct {
@@ -67,7 +67,7 @@ func (p *poller) run(ctx context.Context) {
 	}
 }
 
-// seenRow is what the poller last saw of a mutex.
+// seenRow is what the poller last saw of a lock.
 type seenRow struct {
 	owner        string
 	token        int64
@@ -130,21 +130,21 @@ func (p *poller) session(ctx context.Context) error {
 	}
 }
 
-// look wakes the subscribers of mutex that its row, changed since seen,
+// look wakes the subscribers of lock that its row, changed since seen,
 // concerns, and reports whether one of them is first or second in its
 // queue (the poller then looks more often).
-func (p *poller) look(mutex string, r row, seen map[string]seenRow) (next bool) {
+func (p *poller) look(name string, r row, seen map[string]seenRow) (next bool) {
 	now := seenRow{owner: r.owner, token: r.token, transitionAt: r.transitionAt, head: r.queue.head()}
-	old, known := seen[mutex]
-	seen[mutex] = now
+	old, known := seen[name]
+	seen[name] = now
 	changed := !known || old != now
 	switch reserved := r.found && r.owner == "" && r.transitionAt > r.now; {
 	case reserved && changed:
-		p.hub.handoff(mutex, r.queue.head(), r.queue.next(), msDuration(r.transitionAt-r.now))
-	case r.record().Owner == "" && !reserved && changed:
-		p.hub.notify(mutex) // free: anyone may take it
+		p.hub.handoff(name, r.queue.head(), r.queue.next(), msDuration(r.transitionAt-r.now))
+	case r.record().OwnerID == "" && !reserved && changed:
+		p.hub.notify(name) // free: anyone may take it
 	}
-	for _, k := range p.hub.keys(mutex) {
+	for _, k := range p.hub.keys(name) {
 		if k != "" && (k == r.queue.head() || k == r.queue.next()) {
 			return true
 		}

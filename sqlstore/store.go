@@ -98,7 +98,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 // NewSQLite returns a Store on the SQLite database db, opened with a
 // database/sql driver for SQLite 3.38 or later — the pure-Go
 // modernc.org/sqlite ("sqlite") needs no cgo. Every process that opens the
-// same file shares its mutexes; times come from SQLite's clock, the host's.
+// same file shares its locks; times come from SQLite's clock, the host's.
 // The tables must exist (see package schema, dialect SQLite). Open the file
 // in WAL mode with a busy timeout and immediate write transactions, for
 // example
@@ -109,7 +109,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 // retried until ctx ends (at most 10 s). Push: while anyone waits, one
 // connection of the pool watches the file for commits (PRAGMA
 // data_version, a local read) and wakes the waiter a release hands the
-// mutex to. db stays the caller's: the Store never closes or configures
+// lock to. db stays the caller's: the Store never closes or configures
 // it.
 func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 	c, err := newConfig(db, opts)

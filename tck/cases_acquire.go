@@ -11,12 +11,12 @@ import (
 
 // Acquiring, waiting, hand-off, tokens and observing.
 
-// caseTryAcquire: TryAcquire succeeds on a free mutex and fails with
+// caseTryAcquire: TryAcquire succeeds on a free lock and fails with
 // ErrNotAcquired while another Manager, or another goroutine of the same
 // Manager, holds it. A failed TryAcquire leaves nothing behind that delays
 // a real waiter. Release ends the lease (before the waiter is granted) and
 // is idempotent, and once it has returned the same Manager can take the
-// mutex again at once, each time under a greater token.
+// lock again at once, each time under a greater token.
 func caseTryAcquire(e *env) {
 	m1, t1 := e.tappedManager()
 	e.slowRelease(t1)
@@ -25,12 +25,12 @@ func caseTryAcquire(e *env) {
 	name := e.name("try")
 	l1, err := m1.TryAcquire(e.ctx, name)
 	if err != nil {
-		e.t.Fatalf("TryAcquire of a free mutex: %v", err)
+		e.t.Fatalf("TryAcquire of a free lock: %v", err)
 	}
 	e.checkHeld(m1, l1, name)
 
 	if l, err := m2.TryAcquire(e.ctx, name); !errors.Is(err, lease.ErrNotAcquired) || l != nil {
-		e.t.Errorf("TryAcquire by another Manager of a held mutex = %v, %v; want nil, ErrNotAcquired", l, err)
+		e.t.Errorf("TryAcquire by another Manager of a held lock = %v, %v; want nil, ErrNotAcquired", l, err)
 	}
 	same := make(chan error, 1)
 	go func() {
@@ -54,7 +54,7 @@ func caseTryAcquire(e *env) {
 		e.t.Errorf("second Release: %v, want nil", err)
 	}
 	if l, err := m2.TryAcquire(e.ctx, name); !errors.Is(err, lease.ErrNotAcquired) {
-		e.t.Errorf("TryAcquire while a third Manager holds the mutex = %v, %v; want ErrNotAcquired", l, err)
+		e.t.Errorf("TryAcquire while a third Manager holds the lock = %v, %v; want ErrNotAcquired", l, err)
 	}
 	e.release(r3.l)
 	l2, err := m2.TryAcquire(e.ctx, name)
@@ -66,9 +66,9 @@ func caseTryAcquire(e *env) {
 	}
 	e.release(l2)
 
-	// Once Release has returned, the mutex is free for the same Manager
-	// too, each time under a new token (a free mutex with nobody waiting is
-	// where a store that deletes a mutex's state would restart its tokens).
+	// Once Release has returned, the lock is free for the same Manager
+	// too, each time under a new token (a free lock with nobody waiting is
+	// where a store that deletes a lock's state would restart its tokens).
 	last := l2.Token()
 	for i := range 20 {
 		l, err := m2.TryAcquire(e.ctx, name)
@@ -165,11 +165,11 @@ func caseTokensIncrease(e *env) {
 		var token uint64
 		if who < 0 {
 			rec, err := raw.Acquire(e.ctx, name, ghost, e.ttl, e.transition)
-			if err != nil || rec.Owner != ghost {
-				e.t.Fatalf("Store.Acquire of a free mutex = %+v, %v; want a grant", rec, err)
+			if err != nil || rec.OwnerID != ghost {
+				e.t.Fatalf("Store.Acquire of a free lock = %+v, %v; want a grant", rec, err)
 			}
 			again, err := raw.Acquire(e.ctx, name, ghost, e.ttl, e.transition)
-			if err != nil || again.Owner != ghost || again.Token != rec.Token {
+			if err != nil || again.OwnerID != ghost || again.Token != rec.Token {
 				e.t.Errorf("repeated Store.Acquire by the holder = %+v, %v; want the same grant, token %d", again, err, rec.Token)
 			}
 			if err := raw.Release(e.ctx, name, ghost, rec.Token); err != nil {
@@ -203,13 +203,13 @@ func caseTokensIncrease(e *env) {
 	if o := e.get(ms[1], name); o.ID != ms[0].ID() || o.Token != l.Token() {
 		e.t.Errorf("after renewals Get = %q token %d, want %q token %d", o.ID, o.Token, ms[0].ID(), l.Token())
 	}
-	if rec := e.rawGet(raw, name); rec.Owner != ms[0].ID() || rec.Token != l.Token() {
+	if rec := e.rawGet(raw, name); rec.OwnerID != ms[0].ID() || rec.Token != l.Token() {
 		e.t.Errorf("after renewals the store has %+v, want owner %q token %d", rec, ms[0].ID(), l.Token())
 	}
 	e.release(l)
 }
 
-// caseReleaseWakesWaiter: a release hands the mutex to a waiting Manager
+// caseReleaseWakesWaiter: a release hands the lock to a waiting Manager
 // far sooner than its polling would (< ttl/2), then to the other waiting
 // Manager, then to a waiting goroutine of the same Manager, each time under
 // a new token, and only once the released lease's context has ended. With
@@ -239,7 +239,7 @@ func caseReleaseWakesWaiter(e *env) {
 	case first = <-ws[1]:
 		i = 1
 	case <-time.After(e.takeover()):
-		e.t.Fatalf("no waiter was granted the mutex within %v of the release", e.takeover())
+		e.t.Fatalf("no waiter was granted the lock within %v of the release", e.takeover())
 	}
 	if first.err != nil {
 		e.t.Fatalf("waiter %d after the release: %v", i+1, first.err)
@@ -287,8 +287,8 @@ func caseWatch(e *env) {
 				if !ok {
 					e.t.Fatalf("watch channel closed while waiting for %s", what)
 				}
-				if o.Mutex != name {
-					e.t.Errorf("watched %q, got an owner of %q", name, o.Mutex)
+				if o.Name != name {
+					e.t.Errorf("watched %q, got an owner of %q", name, o.Name)
 				}
 				if o.ID == id && (token == 0 || o.Token == token) {
 					return

@@ -40,8 +40,8 @@ func caseServerClock(e *env) {
 		return rec
 	}
 	rec := call("Acquire", func() (lease.Record, error) { return raw.Acquire(e.ctx, name, id, e.ttl, e.transition) })
-	if rec.Owner != id {
-		e.t.Fatalf("Store.Acquire of a free mutex = %+v", rec)
+	if rec.OwnerID != id {
+		e.t.Fatalf("Store.Acquire of a free lock = %+v", rec)
 	}
 	for i := 0; i < 3; i++ {
 		time.Sleep(e.ttl / 20)
@@ -50,7 +50,7 @@ func caseServerClock(e *env) {
 	}
 	if b, ok := raw.(lease.BatchRenewer); ok {
 		call("RenewMany", func() (lease.Record, error) {
-			res, err := b.RenewMany(e.ctx, []lease.RenewRequest{{Mutex: name, Contender: id, Token: rec.Token, TTL: e.ttl, Transition: e.transition}})
+			res, err := b.RenewMany(e.ctx, []lease.RenewRequest{{Name: name, Contender: id, Token: rec.Token, TTL: e.ttl, Transition: e.transition}})
 			if err != nil {
 				return lease.Record{}, err
 			}

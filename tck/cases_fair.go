@@ -10,7 +10,7 @@ import (
 )
 
 // caseFairHandoff (a store that claims a fair queue, Harness.Fair): four
-// Managers begin waiting one after another; each release hands the mutex
+// Managers begin waiting one after another; each release hands the lock
 // to the one that has waited longest, promptly, and a waiter that gave up
 // in between is skipped at once. Skipped unless the harness claims
 // fairness.
@@ -65,10 +65,10 @@ func caseFairHandoff(e *env) {
 		l = r.l
 	}
 	e.release(l)
-	// The cancelled waiter left nothing behind: the mutex is free at once.
+	// The cancelled waiter left nothing behind: the lock is free at once.
 	time.Sleep(e.settle())
 	if tl, err := holder.TryAcquire(e.ctx, name); err != nil {
-		e.t.Errorf("TryAcquire after every waiter was served: %v, want the free mutex", err)
+		e.t.Errorf("TryAcquire after every waiter was served: %v, want the free lock", err)
 	} else {
 		e.release(tl)
 	}

@@ -25,8 +25,8 @@ func caseTakeoverAfterAbandon(e *env) {
 	stalls := e.watchStalls()
 	sent := time.Now()
 	rec, err := raw.Acquire(e.ctx, name, ghost, e.ttl, e.transition)
-	if err != nil || rec.Owner != ghost || rec.Token == 0 {
-		e.t.Fatalf("Store.Acquire of a free mutex = %+v, %v; want a grant with a token", rec, err)
+	if err != nil || rec.OwnerID != ghost || rec.Token == 0 {
+		e.t.Fatalf("Store.Acquire of a free lock = %+v, %v; want a grant with a token", rec, err)
 	}
 	e.checkGrant("record of a new grant", raw, rec, sent, time.Now())
 
@@ -57,14 +57,14 @@ func caseTakeoverAfterAbandon(e *env) {
 	switch answered := time.Since(sent); {
 	case answered >= span:
 		e.t.Logf("an Acquire meant for the holder's transition was answered %v after the grant, past ttl + transition: not judged", answered)
-	case err != nil || early.Owner != ghost:
+	case err != nil || early.OwnerID != ghost:
 		e.t.Errorf("Store.Acquire during the holder's transition = %+v, %v; want the holder %q to keep it", early, err, ghost)
 	}
 	raw.Release(e.ctx, name, other, 0) // leave the wait queue
 
-	w := recv(e, wins, 2*e.takeover(), "a takeover of an abandoned mutex")
+	w := recv(e, wins, 2*e.takeover(), "a takeover of an abandoned lock")
 	if w.err != nil {
-		e.t.Fatalf("Acquire of an abandoned mutex: %v", w.err)
+		e.t.Fatalf("Acquire of an abandoned lock: %v", w.err)
 	}
 	l, took := w.l, w.at.Sub(sent)
 	if took < span-span/20 {
@@ -91,7 +91,7 @@ func caseTakeoverAfterAbandon(e *env) {
 	cancel()
 	for range n - 1 {
 		if r := recv(e, wins, e.prompt(), "a waiter whose Acquire was cancelled"); r.err == nil {
-			e.t.Errorf("a second waiter (%s) was granted the mutex while %s holds it", ms[r.i].ID(), ms[w.i].ID())
+			e.t.Errorf("a second waiter (%s) was granted the lock while %s holds it", ms[r.i].ID(), ms[w.i].ID())
 			e.release(r.l)
 		}
 	}
@@ -121,8 +121,8 @@ func caseStaleRenewRelease(e *env) {
 	ghost, other := ghostID(), ghostID()
 	name := e.name("stale")
 	old, err := raw.Acquire(e.ctx, name, ghost, e.ttl, e.transition)
-	if err != nil || old.Owner != ghost {
-		e.t.Fatalf("Store.Acquire of a free mutex = %+v, %v", old, err)
+	if err != nil || old.OwnerID != ghost {
+		e.t.Fatalf("Store.Acquire of a free lock = %+v, %v", old, err)
 	}
 	if err := raw.Release(e.ctx, name, ghost, old.Token); err != nil {
 		e.t.Fatalf("Store.Release by the holder: %v", err)
@@ -149,8 +149,8 @@ func caseStaleRenewRelease(e *env) {
 		rec, err := raw.Renew(e.ctx, name, c.contender, c.token, e.ttl, e.transition)
 		if !errors.Is(err, lease.ErrNotHeld) {
 			e.t.Errorf("Renew by %s: %v, want ErrNotHeld", c.what, err)
-		} else if rec.Owner != "" && (rec.Owner != m.ID() || rec.Token != l.Token()) {
-			e.t.Errorf("Renew by %s reports owner %q token %d, want %q token %d", c.what, rec.Owner, rec.Token, m.ID(), l.Token())
+		} else if rec.OwnerID != "" && (rec.OwnerID != m.ID() || rec.Token != l.Token()) {
+			e.t.Errorf("Renew by %s reports owner %q token %d, want %q token %d", c.what, rec.OwnerID, rec.Token, m.ID(), l.Token())
 		}
 		if err := raw.Release(e.ctx, name, c.contender, c.token); !errors.Is(err, lease.ErrNotHeld) {
 			e.t.Errorf("Release by %s: %v, want ErrNotHeld", c.what, err)
@@ -158,15 +158,15 @@ func caseStaleRenewRelease(e *env) {
 	}
 	if br, ok := raw.(lease.BatchRenewer); ok {
 		res, err := br.RenewMany(e.ctx, []lease.RenewRequest{
-			{Mutex: name, Contender: ghost, Token: old.Token, TTL: e.ttl, Transition: e.transition},
+			{Name: name, Contender: ghost, Token: old.Token, TTL: e.ttl, Transition: e.transition},
 		})
 		if err != nil || len(res) != 1 || !errors.Is(res[0].Err, lease.ErrNotHeld) {
 			e.t.Errorf("RenewMany of a stale grant = %+v, %v; want one result with ErrNotHeld", res, err)
 		}
 	}
 	lost, err := raw.Acquire(e.ctx, name, other, e.ttl, e.transition)
-	if err != nil || lost.Owner != m.ID() || lost.Token != l.Token() {
-		e.t.Errorf("Store.Acquire of a held mutex = %+v, %v; want no error and the current owner %q token %d", lost, err, m.ID(), l.Token())
+	if err != nil || lost.OwnerID != m.ID() || lost.Token != l.Token() {
+		e.t.Errorf("Store.Acquire of a held lock = %+v, %v; want no error and the current owner %q token %d", lost, err, m.ID(), l.Token())
 	}
 	if err := raw.Release(e.ctx, name, other, 0); !errors.Is(err, lease.ErrNotHeld) { // withdraw from the queue
 		e.t.Errorf("Store.Release with token 0: %v, want ErrNotHeld", err)
@@ -181,18 +181,18 @@ func caseStaleRenewRelease(e *env) {
 	name2 := e.name("late")
 	short, transition := e.ttl/5, e.ttl/10
 	g, err := raw.Acquire(e.ctx, name2, ghost, short, transition)
-	if err != nil || g.Owner != ghost {
-		e.t.Fatalf("Store.Acquire of a free mutex = %+v, %v", g, err)
+	if err != nil || g.OwnerID != ghost {
+		e.t.Fatalf("Store.Acquire of a free lock = %+v, %v", g, err)
 	}
 	time.Sleep(short + transition + e.ttl/5)
 	if _, err := raw.Renew(e.ctx, name2, ghost, g.Token, e.ttl, e.transition); !errors.Is(err, lease.ErrNotHeld) {
 		e.t.Errorf("Renew after the transition ended: %v, want ErrNotHeld", err)
 	}
-	if rec := e.rawGet(raw, name2); rec.Owner != "" {
-		e.t.Errorf("after a late Renew the store has %+v, want a free mutex", rec)
+	if rec := e.rawGet(raw, name2); rec.OwnerID != "" {
+		e.t.Errorf("after a late Renew the store has %+v, want a free lock", rec)
 	}
 	again, err := raw.Acquire(e.ctx, name2, ghost, e.ttl, e.transition)
-	if err != nil || again.Owner != ghost || again.Token <= g.Token {
+	if err != nil || again.OwnerID != ghost || again.Token <= g.Token {
 		e.t.Errorf("Acquire after the grant lapsed = %+v, %v; want a new grant with a token above %d", again, err, g.Token)
 	}
 	if err := raw.Release(e.ctx, name2, ghost, again.Token); err != nil {

@@ -44,7 +44,7 @@ func oddIDPairs(tag string) [][2]string {
 // name is held at once, each by its own contender with an odd id, and a
 // Get of each names its own holder; a store that confuses two names loses
 // one of the Acquires. Then, for each pair of ids that differ in one
-// detail, each of the two holds a mutex in turn while the other loses its
+// detail, each of the two holds a lock in turn while the other loses its
 // Acquire and fails to renew or release the grant with the holder's token:
 // a store that confuses the two lets the wrong one in.
 //
@@ -74,7 +74,7 @@ func caseOddIDs(e *env) {
 	grants, reads, sent := make([]lease.Record, n), make([]lease.Record, n), make([]time.Time, n)
 	aerr, gerr, rerr := make([]error, n), make([]error, n), make([]error, n)
 	read, released := make([]time.Time, n), make([]time.Time, n) // when answered
-	held := func(i int) bool { return aerr[i] == nil && grants[i].Owner == owner(i) }
+	held := func(i int) bool { return aerr[i] == nil && grants[i].OwnerID == owner(i) }
 	all(n, func(i int) {
 		sent[i] = time.Now()
 		grants[i], aerr[i] = raw.Acquire(e.ctx, names[i], owner(i), e.ttl, e.transition)
@@ -93,16 +93,16 @@ func caseOddIDs(e *env) {
 	})
 	for i, name := range names {
 		if !held(i) {
-			e.t.Errorf("Store.Acquire(%q) of a free mutex = %+v, %v (does it collide with another name?)", name, grants[i], aerr[i])
+			e.t.Errorf("Store.Acquire(%q) of a free lock = %+v, %v (does it collide with another name?)", name, grants[i], aerr[i])
 			continue
 		}
 		lapse := sent[i].Add(e.ttl + e.transition) // the grant lives until then at least
 		switch {
-		case gerr[i] == nil && reads[i].Owner == owner(i) && reads[i].Token == grants[i].Token:
+		case gerr[i] == nil && reads[i].OwnerID == owner(i) && reads[i].Token == grants[i].Token:
 		case read[i].After(lapse):
 			e.t.Logf("Store.Get(%q) was answered %v after its grant could lapse: not judged", name, read[i].Sub(lapse))
 		default:
-			e.t.Errorf("Store.Get(%q) = owner %q token %d, %v; want %q token %d", name, reads[i].Owner, reads[i].Token, gerr[i], owner(i), grants[i].Token)
+			e.t.Errorf("Store.Get(%q) = owner %q token %d, %v; want %q token %d", name, reads[i].OwnerID, reads[i].Token, gerr[i], owner(i), grants[i].Token)
 		}
 		switch {
 		case rerr[i] == nil:
@@ -127,10 +127,10 @@ func caseOddIDs(e *env) {
 func (e *env) keptApart(raw lease.Store, name, holder, other string) {
 	e.t.Helper()
 	g, err := raw.Acquire(e.ctx, name, holder, e.ttl, e.transition)
-	if err != nil || g.Owner != holder {
-		e.t.Fatalf("Store.Acquire by %q of a free mutex = %+v, %v", holder, g, err)
+	if err != nil || g.OwnerID != holder {
+		e.t.Fatalf("Store.Acquire by %q of a free lock = %+v, %v", holder, g, err)
 	}
-	if rec, err := raw.Acquire(e.ctx, name, other, e.ttl, e.transition); err != nil || rec.Owner != holder || rec.Token != g.Token {
+	if rec, err := raw.Acquire(e.ctx, name, other, e.ttl, e.transition); err != nil || rec.OwnerID != holder || rec.Token != g.Token {
 		e.t.Errorf("Store.Acquire by %q while %q holds = %+v, %v; want the holder, token %d", other, holder, rec, err, g.Token)
 	}
 	if _, err := raw.Renew(e.ctx, name, other, g.Token, e.ttl, e.transition); !errors.Is(err, lease.ErrNotHeld) {
@@ -139,7 +139,7 @@ func (e *env) keptApart(raw lease.Store, name, holder, other string) {
 	if err := raw.Release(e.ctx, name, other, g.Token); !errors.Is(err, lease.ErrNotHeld) {
 		e.t.Errorf("Release by %q of the grant of %q: %v, want ErrNotHeld", other, holder, err)
 	}
-	if rec := e.rawGet(raw, name); rec.Owner != holder || rec.Token != g.Token {
+	if rec := e.rawGet(raw, name); rec.OwnerID != holder || rec.Token != g.Token {
 		e.t.Errorf("after calls by %q the store has %+v, want %q token %d", other, rec, holder, g.Token)
 	}
 	if err := raw.Release(e.ctx, name, holder, g.Token); err != nil {

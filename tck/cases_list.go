@@ -9,7 +9,7 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// caseList: a store that lists its held mutexes (lease.Lister) shows every
+// caseList: a store that lists its held locks (lease.Lister) shows every
 // live grant made before the listing began, with its owner and token, and
 // no grant released before it began, however small the pages (a grant
 // is judged only when it surely outlived the listing); a limit
@@ -30,9 +30,9 @@ func caseList(e *env) {
 	for _, n := range []string{"a", "b", "c/child", "d"} {
 		name := prefix + n
 		rec, err := raw.Acquire(e.ctx, name, id, ttl, tr)
-		// A store may hold a mutex it never saw back for a while (Redis
+		// A store may hold a lock it never saw back for a while (Redis
 		// after a restart): wait that out, once.
-		if err == nil && rec.Owner == "" && rec.Transition > 0 && rec.Transition <= ttl+tr+e.takeover() {
+		if err == nil && rec.OwnerID == "" && rec.Transition > 0 && rec.Transition <= ttl+tr+e.takeover() {
 			time.Sleep(rec.Transition)
 			rec, err = raw.Acquire(e.ctx, name, id, ttl, tr)
 		}
@@ -64,8 +64,8 @@ func caseList(e *env) {
 				e.t.Fatalf("ListPage(cursor %q, limit %d): %v", cursor, limit, err)
 			}
 			for _, nr := range page {
-				if strings.HasPrefix(nr.Mutex, prefix) {
-					seen[nr.Mutex] = nr.Record
+				if strings.HasPrefix(nr.Name, prefix) {
+					seen[nr.Name] = nr.Record
 				}
 			}
 			pages++
@@ -89,9 +89,9 @@ func caseList(e *env) {
 			switch {
 			case !ok:
 				e.t.Errorf("listing with limit %d: %q, held since before the listing, is missing", limit, name)
-			case rec.Owner != id || rec.Token != token:
+			case rec.OwnerID != id || rec.Token != token:
 				e.t.Errorf("listing with limit %d: %q owned by %q with token %d, want %q with token %d",
-					limit, name, rec.Owner, rec.Token, id, token)
+					limit, name, rec.OwnerID, rec.Token, id, token)
 			case rec.TTL <= 0:
 				e.t.Errorf("listing with limit %d: %q with time left %v, want a live grant", limit, name, rec.TTL)
 			}

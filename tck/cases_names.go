@@ -92,7 +92,7 @@ func caseOddNames(e *env) {
 				e.t.Logf("round %d: TryAcquire(%q): %v; trying again once it is free", round, n, err)
 				e.eventually(e.takeover(), func() bool {
 					rec, err := raw.Get(e.ctx, n)
-					return err == nil && rec.Owner == ""
+					return err == nil && rec.OwnerID == ""
 				})
 				l, err = who.TryAcquire(e.ctx, n)
 			}
@@ -101,8 +101,8 @@ func caseOddNames(e *env) {
 				continue
 			}
 			held[i] = l
-			if l.Name() != n || l.Owner().Mutex != n {
-				e.t.Errorf("lease of %q reports Name() %q, Owner().Mutex %q", n, l.Name(), l.Owner().Mutex)
+			if l.Name() != n || l.Owner().Name != n {
+				e.t.Errorf("lease of %q reports Name() %q, Owner().Name %q", n, l.Name(), l.Owner().Name)
 			}
 		}
 		for i, n := range names {
@@ -110,9 +110,9 @@ func caseOddNames(e *env) {
 				continue
 			}
 			want := m[i>>round&1].ID()
-			if rec := e.rawGet(raw, n); rec.Owner != want || rec.Token != held[i].Token() {
+			if rec := e.rawGet(raw, n); rec.OwnerID != want || rec.Token != held[i].Token() {
 				e.t.Errorf("round %d: the store has %q owned by %q token %d, want %q token %d",
-					round, n, rec.Owner, rec.Token, want, held[i].Token())
+					round, n, rec.OwnerID, rec.Token, want, held[i].Token())
 			}
 		}
 		for i, l := range held {

@@ -19,7 +19,7 @@ import (
 // grant's end was set by a renewal, and a deadline counted from a reply
 // would lie too late). Hung calls either ignore their context (as a client
 // that does not watch it) or return when it ends (as real clients do).
-// Meanwhile a prober reads the mutex from another client: no read answered
+// Meanwhile a prober reads the lock from another client: no read answered
 // before the holder's deadline may find the grant gone, and none may find
 // it gone while the holder's lease is still live.
 //
@@ -82,7 +82,7 @@ func casePartitionedLeaderRenewed(e *env) { partitionedLeader(e, cutPlan{renewed
 // sent, and the store keeps its grant at least until its deadline; the
 // waiter takes over within the takeover bound under a greater token; after
 // healing, the old holder's late calls disturb nobody, its Release reports
-// ErrLost, and it does not hold the mutex again until it acquires anew;
+// ErrLost, and it does not hold the lock again until it acquires anew;
 // then it holds, renews and releases as before.
 func partitionedHolder(e *env, plan cutPlan) {
 	name := e.name("holder")
@@ -101,7 +101,7 @@ func partitionedHolder(e *env, plan cutPlan) {
 	rb := e.granted(wb, e.takeover(), "takeover from a holder cut off from the store")
 	probes := p.halt()
 	if two.Load() || !closed(la.Done()) {
-		e.t.Fatalf("the waiter was granted the mutex %v after the cut while the cut-off holder's lease was live: two holders",
+		e.t.Fatalf("the waiter was granted the lock %v after the cut while the cut-off holder's lease was live: two holders",
 			rb.at.Sub(cut))
 	}
 	if _, live, ok := bt.grantSent(b.ID(), rb.l.Token()); !ok {
@@ -130,11 +130,11 @@ func partitionedHolder(e *env, plan cutPlan) {
 		e.t.Errorf("after healing: Get = %q token %d, new lease Held() = %v, Err() = %v; want %q token %d, held",
 			o.ID, o.Token, rb.l.Held(), rb.l.Err(), b.ID(), rb.l.Token())
 	}
-	if rec := e.rawGet(raw, name); rec.Owner != b.ID() || rec.Token != rb.l.Token() {
+	if rec := e.rawGet(raw, name); rec.OwnerID != b.ID() || rec.Token != rb.l.Token() {
 		e.t.Errorf("after healing the store has %+v, want owner %q token %d", rec, b.ID(), rb.l.Token())
 	}
 	if l, err := a.TryAcquire(e.ctx, name); !errors.Is(err, lease.ErrNotAcquired) {
-		e.t.Errorf("TryAcquire by the healed Manager while another holds the mutex = %v, %v; want ErrNotAcquired", l, err)
+		e.t.Errorf("TryAcquire by the healed Manager while another holds the lock = %v, %v; want ErrNotAcquired", l, err)
 	}
 	e.release(rb.l)
 
@@ -170,7 +170,7 @@ func partitionedLeader(e *env, plan cutPlan) {
 	ab := rb.next(e, e.takeover(), "OnAcquired of the next leader after the first was cut off")
 	probes := p.halt()
 	if two.Load() || aa.ctx.Err() == nil {
-		e.t.Fatalf("the next leader was granted the mutex %v after the cut while the cut-off leader's context was live: two leaders",
+		e.t.Fatalf("the next leader was granted the lock %v after the cut while the cut-off leader's context was live: two leaders",
 			ab.at.Sub(cut))
 	}
 	if _, live, ok := bt.grantSent(b.ID(), ab.l.Token()); !ok {

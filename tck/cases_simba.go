@@ -15,7 +15,7 @@ import (
 // guarantees simba-go adds to each.
 
 // caseStart: Contend → OnAcquired, Leading; Stop → OnReleased (before Stop
-// returns, after OnAcquired's context ended), not Leading, mutex free.
+// returns, after OnAcquired's context ended), not Leading, lock free.
 func caseStart(e *env) {
 	m := e.newManager()
 	name := e.name("start")
@@ -35,7 +35,7 @@ func caseStart(e *env) {
 	}
 	select {
 	case rel := <-r.released:
-		if rel.prev.ID != m.ID() || rel.prev.Token != a.l.Token() || rel.prev.Mutex != name {
+		if rel.prev.ID != m.ID() || rel.prev.Token != a.l.Token() || rel.prev.Name != name {
 			e.t.Errorf("OnReleased(%+v), want the ended grant (ID %s, token %d)", rel.prev, m.ID(), a.l.Token())
 		}
 	default:
@@ -46,7 +46,7 @@ func caseStart(e *env) {
 	}
 	e.checkEnded(a.l, lease.ErrReleased)
 	if o := e.get(m, name); o.ID != "" {
-		e.t.Errorf("after Stop, Get names %q (token %d), want a free mutex", o.ID, o.Token)
+		e.t.Errorf("after Stop, Get names %q (token %d), want a free lock", o.ID, o.Token)
 	}
 	if err := c.Stop(e.ctx); err != nil {
 		e.t.Errorf("second Stop: %v, want nil", err)
@@ -123,7 +123,7 @@ func caseGuard(e *env) {
 		e.t.Errorf("Get names %q token %d, want %q token %d", o.ID, o.Token, m.ID(), token)
 	}
 	rec := e.rawGet(raw, name)
-	if rec.Owner != m.ID() || rec.Token != token || rec.TTL <= 0 {
+	if rec.OwnerID != m.ID() || rec.Token != token || rec.TTL <= 0 {
 		e.t.Errorf("store record %+v, want owner %q, token %d, in its ttl", rec, m.ID(), token)
 	}
 	e.checkRecord("record of a renewed grant", rec)
@@ -143,7 +143,7 @@ func caseGuard(e *env) {
 	r.verify(e, m.ID())
 }
 
-// caseMultiContend: ten Managers contend for one mutex. A counter is
+// caseMultiContend: ten Managers contend for one lock. A counter is
 // incremented in OnAcquired (must read 1) and decremented in OnReleased
 // (must read 0), also while the Contenders stop: the leader first (its
 // callbacks finish their work for a while after its context ended, and the

@@ -55,7 +55,7 @@ func caseSlowStore(e *env) {
 // that lost its data could) is noticed at the holder's next renewal: the
 // store answers ErrNotHeld, the lease ends with ErrLost at once, long
 // before its deadline, and the holder never renews that grant again.
-// Another Manager was granted the mutex meanwhile.
+// Another Manager was granted the lock meanwhile.
 func caseRevokedLease(e *env) {
 	m, mt := e.tappedManager()
 	other := e.newManager()

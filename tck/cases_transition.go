@@ -35,8 +35,8 @@ func caseTransition(e *env) {
 	s0 := time.Now()
 	g, err := raw.Acquire(e.ctx, name, holder, e.ttl, e.transition)
 	r0 := time.Now()
-	if err != nil || g.Owner != holder || g.Token == 0 {
-		e.t.Fatalf("Store.Acquire of a free mutex = %+v, %v; want a grant with a token", g, err)
+	if err != nil || g.OwnerID != holder || g.Token == 0 {
+		e.t.Fatalf("Store.Acquire of a free lock = %+v, %v; want a grant with a token", g, err)
 	}
 	e.checkGrant("record of a new grant", raw, g, s0, r0)
 	e.checkGetChangesNothing(raw, name, holder, g.Token)
@@ -45,7 +45,7 @@ func caseTransition(e *env) {
 	sleepUntil(r0.Add(e.ttl + e.transition/4))
 	if lost, ok := e.answered(s0.Add(span), func() (lease.Record, error) {
 		return raw.Acquire(e.ctx, name, other, e.ttl, e.transition)
-	}); ok && (lost.Owner != holder || lost.Token != g.Token) {
+	}); ok && (lost.OwnerID != holder || lost.Token != g.Token) {
 		e.t.Errorf("Store.Acquire by another contender in the holder's transition = %+v; want the holder %q token %d", lost, holder, g.Token)
 	}
 	raw.Release(e.ctx, name, other, 0) // leave the wait queue
@@ -61,7 +61,7 @@ func caseTransition(e *env) {
 	if r1.After(s0.Add(span)) {
 		e.t.Skipf("the holder's Renew in its transition was answered %v after the grant, past ttl + transition: too slow to go on", r1.Sub(s0))
 	}
-	if err != nil || rn.Owner != holder || rn.Token != g.Token {
+	if err != nil || rn.OwnerID != holder || rn.Token != g.Token {
 		e.t.Fatalf("Renew by the holder in its transition = %+v, %v; want the grant (token %d) renewed", rn, err, g.Token)
 	}
 	e.checkGrant("record of a renewal in the transition", raw, rn, s1, r1)
@@ -70,7 +70,7 @@ func caseTransition(e *env) {
 	sleepUntil(r1.Add(e.ttl + e.transition/2))
 	if lost, ok := e.answered(s1.Add(span), func() (lease.Record, error) {
 		return raw.Acquire(e.ctx, name, other, e.ttl, e.transition)
-	}); ok && (lost.Owner != holder || lost.Token != g.Token) {
+	}); ok && (lost.OwnerID != holder || lost.Token != g.Token) {
 		e.t.Errorf("Store.Acquire by another contender ttl + transition/2 after the holder's renewal = %+v; want the holder %q token %d: a renewal runs the grant for ttl, then transition",
 			lost, holder, g.Token)
 	}
@@ -78,13 +78,13 @@ func caseTransition(e *env) {
 	s2 := time.Now()
 	again, err := raw.Acquire(e.ctx, name, holder, e.ttl, e.transition)
 	r2 := time.Now()
-	if r2.Before(s1.Add(span)) && (err != nil || again.Owner != holder || again.Token != g.Token) {
+	if r2.Before(s1.Add(span)) && (err != nil || again.OwnerID != holder || again.Token != g.Token) {
 		e.t.Errorf("Store.Acquire by the holder of its live grant = %+v, %v; want the same grant, token %d, extended", again, err, g.Token)
-	} else if err == nil && again.Owner == holder && again.Token == g.Token {
+	} else if err == nil && again.OwnerID == holder && again.Token == g.Token {
 		e.checkGrant("record of the holder's Acquire of its live grant", raw, again, s2, r2)
 	}
 	last := g.Token
-	if err == nil && again.Owner == holder {
+	if err == nil && again.OwnerID == holder {
 		last = again.Token
 	}
 
@@ -94,7 +94,7 @@ func caseTransition(e *env) {
 		e.t.Errorf("Renew after the transition ended: %v, want ErrNotHeld", err)
 	}
 	taken, err := raw.Acquire(e.ctx, name, other, e.ttl, e.transition)
-	if err != nil || taken.Owner != other || taken.Token <= last {
+	if err != nil || taken.OwnerID != other || taken.Token <= last {
 		e.t.Errorf("Store.Acquire by another contender after the grant lapsed = %+v, %v; want a grant with a token above %d", taken, err, last)
 	} else if err := raw.Release(e.ctx, name, other, taken.Token); err != nil {
 		e.t.Errorf("Store.Release by the new holder: %v", err)

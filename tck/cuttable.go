@@ -46,42 +46,42 @@ func (t *tap) client() lease.Store {
 }
 
 // Acquire implements lease.Store.
-func (t *tap) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
-	return t.do(ctx, call{op: opAcquire, mutex: mutex, contender: contender}, func(ctx context.Context) (lease.Record, error) {
-		return t.s.Acquire(ctx, mutex, contender, ttl, transition)
+func (t *tap) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	return t.do(ctx, call{op: opAcquire, mutex: name, contender: contender}, func(ctx context.Context) (lease.Record, error) {
+		return t.s.Acquire(ctx, name, contender, ttl, transition)
 	})
 }
 
 // Renew implements lease.Store.
-func (t *tap) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
-	return t.do(ctx, call{op: opRenew, mutex: mutex, contender: contender, token: token}, func(ctx context.Context) (lease.Record, error) {
-		return t.s.Renew(ctx, mutex, contender, token, ttl, transition)
+func (t *tap) Renew(ctx context.Context, name, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+	return t.do(ctx, call{op: opRenew, mutex: name, contender: contender, token: token}, func(ctx context.Context) (lease.Record, error) {
+		return t.s.Renew(ctx, name, contender, token, ttl, transition)
 	})
 }
 
 // Release implements lease.Store.
-func (t *tap) Release(ctx context.Context, mutex, contender string, token uint64) error {
-	_, err := t.do(ctx, call{op: opRelease, mutex: mutex, contender: contender, token: token}, func(ctx context.Context) (lease.Record, error) {
-		return lease.Record{}, t.s.Release(ctx, mutex, contender, token)
+func (t *tap) Release(ctx context.Context, name, contender string, token uint64) error {
+	_, err := t.do(ctx, call{op: opRelease, mutex: name, contender: contender, token: token}, func(ctx context.Context) (lease.Record, error) {
+		return lease.Record{}, t.s.Release(ctx, name, contender, token)
 	})
 	return err
 }
 
 // Get implements lease.Store.
-func (t *tap) Get(ctx context.Context, mutex string) (lease.Record, error) {
-	return t.do(ctx, call{op: opGet, mutex: mutex}, func(ctx context.Context) (lease.Record, error) {
-		return t.s.Get(ctx, mutex)
+func (t *tap) Get(ctx context.Context, name string) (lease.Record, error) {
+	return t.do(ctx, call{op: opGet, mutex: name}, func(ctx context.Context) (lease.Record, error) {
+		return t.s.Get(ctx, name)
 	})
 }
 
 // watch relays the events of the wrapped Watcher, dropping those that
 // arrive while the tap is cut. The relay ends with ctx or the wrapped
 // subscription.
-func (t *tap) watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
+func (t *tap) watch(ctx context.Context, name, contender string) (<-chan lease.Event, error) {
 	if err := t.pass(ctx); err != nil {
 		return nil, err
 	}
-	in, err := t.s.(lease.Watcher).Watch(ctx, mutex, contender)
+	in, err := t.s.(lease.Watcher).Watch(ctx, name, contender)
 	if perr := t.pass(ctx); perr != nil {
 		return nil, perr
 	}
@@ -118,7 +118,7 @@ func (t *tap) watch(ctx context.Context, mutex, contender string) (<-chan lease.
 func (t *tap) renewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
 	calls := make([]call, len(reqs))
 	for i, r := range reqs {
-		calls[i] = call{op: opRenew, mutex: r.Mutex, contender: r.Contender, token: r.Token, sent: time.Now()}
+		calls[i] = call{op: opRenew, mutex: r.Name, contender: r.Contender, token: r.Token, sent: time.Now()}
 		t.sending(&calls[i])
 	}
 	fail := func(err error) ([]lease.RenewResult, error) {
@@ -174,8 +174,8 @@ func (t *tap) renewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease
 type watchClient struct{ *tap }
 
 // Watch implements lease.Watcher.
-func (c watchClient) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	return c.watch(ctx, mutex, contender)
+func (c watchClient) Watch(ctx context.Context, name, contender string) (<-chan lease.Event, error) {
+	return c.watch(ctx, name, contender)
 }
 
 type batchClient struct{ *tap }
@@ -188,8 +188,8 @@ func (c batchClient) RenewMany(ctx context.Context, reqs []lease.RenewRequest) (
 type watchBatchClient struct{ *tap }
 
 // Watch implements lease.Watcher.
-func (c watchBatchClient) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	return c.watch(ctx, mutex, contender)
+func (c watchBatchClient) Watch(ctx context.Context, name, contender string) (<-chan lease.Event, error) {
+	return c.watch(ctx, name, contender)
 }
 
 // RenewMany implements lease.BatchRenewer.

@@ -37,7 +37,7 @@
 //
 // Open is called once per case, with that case's t; every client of a case
 // comes from its Backend, and all clients of one Backend must see the same
-// mutexes. An in-process store returns one instance from every Client call
+// locks. An in-process store returns one instance from every Client call
 // (see the memstore package's test), and can use [Cuttable] for Partitioned.
 //
 // The cases (subtests of the test that calls Run):
@@ -61,7 +61,7 @@
 //   - PartitionedHolder, PartitionedHolderRenewed, PartitionedLeader,
 //     PartitionedLeaderRenewed: a holder whose store calls hang is told of
 //     its loss before the store lets its grant go and before anyone else
-//     is granted the mutex, and the store keeps its grant at least until
+//     is granted the lock, and the store keeps its grant at least until
 //     the holder's deadline (skipped without [Backend.Partitioned]). The
 //     holder is cut before its first renewal, or after one, so that the
 //     grant's end was set by a renewal. Its hung calls ignore their
@@ -76,9 +76,9 @@
 //     before it, with pages of any size; a limit that is not positive is
 //     refused.
 //
-// Every case uses mutex names of its own ("tck/<case>/<label>/<random>"), so
+// Every case uses lock names of its own ("tck/<case>/<label>/<random>"), so
 // cases share one store namespace and run in parallel (unless
-// [Harness.Serial]). Names are left behind in the store as free mutexes.
+// [Harness.Serial]). Names are left behind in the store as free locks.
 // The goroutine-leak case runs alone, before the parallel ones; do not mark
 // the test that calls Run as parallel.
 //
@@ -113,16 +113,16 @@
 // listed mistake, as far as the named cases can see it:
 //
 //	The Store contract (lease/store.go); mistakes planted in front of memstore:
-//	  Acquire grants a free mutex
-//	    - the first Acquire of a new mutex loses: TryAcquire, Transition, StaleRenewRelease, OddNames, OddIDs
-//	  Acquire grants a held mutex only once its transition has ended
+//	  Acquire grants a free lock
+//	    - the first Acquire of a new lock loses: TryAcquire, Transition, StaleRenewRelease, OddNames, OddIDs
+//	  Acquire grants a held lock only once its transition has ended
 //	    - takeover at the end of ttl, in the holder's transition: Transition, TakeoverAfterAbandon
 //	    - grants run for twice their transition: Transition, TakeoverAfterAbandon, Guard
 //	  Acquire by the holder of a live grant extends it under the same token
 //	    - the holder's Acquire mints a new token: Transition, TokensIncrease
-//	  a new grant's token is above every earlier grant's, across server restarts and deletions of the mutex's state
+//	  a new grant's token is above every earlier grant's, across server restarts and deletions of the lock's state
 //	    - the token counter is read, not incremented: Restart, TokensIncrease, TryAcquire, StaleRenewRelease, Transition
-//	    - tokens restart when a free mutex's state is reaped: Restart, TokensIncrease, TryAcquire, StaleRenewRelease, Transition
+//	    - tokens restart when a free lock's state is reaped: Restart, TokensIncrease, TryAcquire, StaleRenewRelease, Transition
 //	  Renew extends only the live grant (contender and token) and never re-acquires
 //	    - Renew is an Acquire: StaleRenewRelease, TakeoverAfterAbandon, OddIDs
 //	    - Renew ignores the token: StaleRenewRelease, Transition
@@ -132,7 +132,7 @@
 //	    - Renew answers success without extending the grant: Transition, PartitionedHolderRenewed, PartitionedLeaderRenewed
 //	  Release by the holder (contender and token) ends the grant at once and wakes a waiter; any other Release leaves the grant alone
 //	    - Release answers success but leaves the grant: Start, TryAcquire, StaleRenewRelease
-//	    - Release by anyone frees the mutex: StaleRenewRelease, TakeoverAfterAbandon, OddIDs
+//	    - Release by anyone frees the lock: StaleRenewRelease, TakeoverAfterAbandon, OddIDs
 //	    - Release ignores the token: StaleRenewRelease, Transition
 //	    - no wake-up on release (no Watch): ReleaseWakesWaiter, CloseReleases
 //	  every Release withdraws its contender from the wait queue (token 0 does only that)

@@ -93,8 +93,8 @@ func (e *env) get(m *lease.Manager, name string) lease.Owner {
 	if err != nil {
 		e.t.Fatalf("Get(%q): %v", name, err)
 	}
-	if o.Mutex != name {
-		e.t.Errorf("Get(%q).Mutex = %q", name, o.Mutex)
+	if o.Name != name {
+		e.t.Errorf("Get(%q).Name = %q", name, o.Name)
 	}
 	return o
 }
@@ -109,15 +109,15 @@ func (e *env) rawGet(s lease.Store, name string) lease.Record {
 	return rec
 }
 
-// checkRenewals checks that the holder id of token on mutex, whose calls t
+// checkRenewals checks that the holder id of token on lock, whose calls t
 // logged, sent at least one renewal per ttl/2 between from and to (it
 // renews about every ttl/3): a holder that renews only near the end of its
 // ttl fails, while a loaded machine that delays each renewal by up to
 // ttl/6 passes.
-func (e *env) checkRenewals(t *tap, mutex, id string, token uint64, from, to time.Time) {
+func (e *env) checkRenewals(t *tap, name, id string, token uint64, from, to time.Time) {
 	e.t.Helper()
 	n := len(t.calls(func(c call) bool {
-		return c.op == opRenew && c.mutex == mutex && c.contender == id && c.token == token &&
+		return c.op == opRenew && c.mutex == name && c.contender == id && c.token == token &&
 			!c.sent.Before(from) && !c.sent.After(to)
 	}))
 	if want := int(to.Sub(from)/(e.ttl/2)) - 1; n < want {
@@ -141,8 +141,8 @@ func (e *env) checkHeld(m *lease.Manager, l *lease.Lease, name string) {
 	if now := time.Now(); !l.Deadline().After(now) || l.Deadline().After(now.Add(e.ttl+e.transition)) {
 		e.t.Errorf("Lease.Deadline() is %v from now, want in (0, ttl+transition = %v]", l.Deadline().Sub(now), e.ttl+e.transition)
 	}
-	if o := l.Owner(); o.ID != m.ID() || o.Token != l.Token() || o.Mutex != name {
-		e.t.Errorf("Lease.Owner() = %+v, want ID %s, token %d, mutex %q", o, m.ID(), l.Token(), name)
+	if o := l.Owner(); o.ID != m.ID() || o.Token != l.Token() || o.Name != name {
+		e.t.Errorf("Lease.Owner() = %+v, want ID %s, token %d, lock %q", o, m.ID(), l.Token(), name)
 	}
 	if o := e.get(m, name); o.ID != m.ID() || o.Token != l.Token() {
 		e.t.Errorf("Get(%q) = owner %q token %d, want %q token %d", name, o.ID, o.Token, m.ID(), l.Token())

@@ -34,11 +34,11 @@ type mutant struct {
 
 // storeClauses are the clauses of the Store contract (lease/store.go).
 var storeClauses = []clause{
-	{"Acquire grants a free mutex", []mutant{
-		{name: "the first Acquire of a new mutex loses", store: plant(firstAcquireLoses),
+	{"Acquire grants a free lock", []mutant{
+		{name: "the first Acquire of a new lock loses", store: plant(firstAcquireLoses),
 			killers: []string{"TryAcquire", "Transition", "StaleRenewRelease", "OddNames", "OddIDs"}},
 	}},
-	{"Acquire grants a held mutex only once its transition has ended", []mutant{
+	{"Acquire grants a held lock only once its transition has ended", []mutant{
 		{name: "takeover at the end of ttl, in the holder's transition", store: plant(earlyTakeover),
 			killers: []string{"Transition", "TakeoverAfterAbandon"}},
 		{name: "grants run for twice their transition", store: plant(longTransition),
@@ -48,10 +48,10 @@ var storeClauses = []clause{
 		{name: "the holder's Acquire mints a new token", store: plant(reacquireNewToken),
 			killers: []string{"Transition", "TokensIncrease"}},
 	}},
-	{"a new grant's token is above every earlier grant's, across server restarts and deletions of the mutex's state", []mutant{
+	{"a new grant's token is above every earlier grant's, across server restarts and deletions of the lock's state", []mutant{
 		{name: "the token counter is read, not incremented", store: plant(counterRead),
 			killers: []string{"Restart", "TokensIncrease", "TryAcquire", "StaleRenewRelease", "Transition"}},
-		{name: "tokens restart when a free mutex's state is reaped", store: plant(reapedCounter),
+		{name: "tokens restart when a free lock's state is reaped", store: plant(reapedCounter),
 			killers: []string{"Restart", "TokensIncrease", "TryAcquire", "StaleRenewRelease", "Transition"}},
 	}},
 	{"Renew extends only the live grant (contender and token) and never re-acquires", []mutant{
@@ -71,7 +71,7 @@ var storeClauses = []clause{
 	{"Release by the holder (contender and token) ends the grant at once and wakes a waiter; any other Release leaves the grant alone", []mutant{
 		{name: "Release answers success but leaves the grant", store: plant(releaseKeepsGrant),
 			killers: []string{"Start", "TryAcquire", "StaleRenewRelease"}},
-		{name: "Release by anyone frees the mutex", store: plant(releaseByAnyone),
+		{name: "Release by anyone frees the lock", store: plant(releaseByAnyone),
 			killers: []string{"StaleRenewRelease", "TakeoverAfterAbandon", "OddIDs"}},
 		{name: "Release ignores the token", store: plant(releaseAnyToken),
 			killers: []string{"StaleRenewRelease", "Transition"}},

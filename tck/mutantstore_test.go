@@ -73,8 +73,8 @@ func (m *mutantStore) mapID(c string) string {
 
 // out maps a record from memstore back to what a client sees.
 func (m *mutantStore) out(name string, rec lease.Record) lease.Record {
-	if c, ok := m.ids[rec.Owner]; ok {
-		rec.Owner = c
+	if c, ok := m.ids[rec.OwnerID]; ok {
+		rec.OwnerID = c
 	}
 	if m.tokenOut != nil && rec.Token != 0 {
 		rec.Token = m.tokenOut(name, rec.Token)

@@ -10,7 +10,7 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// Instruments the cases share: a prober that reads a mutex over and over,
+// Instruments the cases share: a prober that reads a lock over and over,
 // and checks of a holder's deadline against what the store was told.
 
 // probe is one Get of a prober.
@@ -20,7 +20,7 @@ type probe struct {
 	live      bool // the holder's lease was live once the reply had come
 }
 
-// prober reads one mutex every interval from its own client until stopped.
+// prober reads one lock every interval from its own client until stopped.
 type prober struct {
 	stop chan struct{}
 	done chan struct{}
@@ -72,29 +72,29 @@ func (p *prober) halt() []probe {
 // deadline, and that the holder was told of its loss before the store let
 // the grant go: no probe answered before deadline, or while the holder's
 // lease was still live after the reply, saw another owner or a free
-// mutex. The server's answer came before the reply reached the prober, so
-// such a probe proves the store could grant the mutex to someone else
+// lock. The server's answer came before the reply reached the prober, so
+// such a probe proves the store could grant the lock to someone else
 // while the holder still believed it held it.
 func (e *env) checkOutlasts(probes []probe, holder string, deadline, cut time.Time) {
 	e.t.Helper()
 	for _, p := range probes {
-		if p.rec.Owner != holder && p.got.Before(deadline) {
+		if p.rec.OwnerID != holder && p.got.Before(deadline) {
 			e.t.Errorf("a Get answered %v after the cut saw owner %q (token %d, transition %v): the store let the holder's grant go before the holder's deadline (%v after the cut); a renewal must keep the grant for ttl + transition from the server's now",
-				p.got.Sub(cut), p.rec.Owner, p.rec.Token, p.rec.Transition, deadline.Sub(cut))
+				p.got.Sub(cut), p.rec.OwnerID, p.rec.Token, p.rec.Transition, deadline.Sub(cut))
 			return
 		}
 	}
 	for _, p := range probes {
-		if p.rec.Owner != holder && p.live {
+		if p.rec.OwnerID != holder && p.live {
 			e.t.Errorf("a Get answered %v after the cut saw owner %q (token %d) while the holder's lease was still live (its deadline %v after the cut): a holder must be told of its loss at its deadline, without waiting for a hung store call",
-				p.got.Sub(cut), p.rec.Owner, p.rec.Token, deadline.Sub(cut))
+				p.got.Sub(cut), p.rec.OwnerID, p.rec.Token, deadline.Sub(cut))
 			return
 		}
 	}
 }
 
 // checkDeadline checks that l's deadline lies no later than ttl +
-// transition after the sending of the newest call of t on l's mutex that
+// transition after the sending of the newest call of t on l's lock that
 // succeeded: a deadline counts from when the confirming call was sent (the
 // grant can be no older on the server), never from when its reply came.
 func (e *env) checkDeadline(what string, l *lease.Lease, t *tap) {
@@ -249,17 +249,17 @@ func crowded(ps []poll, i int) bool {
 	return false
 }
 
-// liveAtGrant makes t, the tap of the next holder id of mutex, note in
+// liveAtGrant makes t, the tap of the next holder id of lock, note in
 // each call's mark whether ctx (the previous holder's lease context) was
 // still live when the call was sent, and report through the returned flag
-// a grant of mutex to id whose reply reached t while ctx was live: two
+// a grant of lock to id whose reply reached t while ctx was live: two
 // holders at once.
-func liveAtGrant(t *tap, id, mutex string, ctx func() context.Context) *atomic.Bool {
+func liveAtGrant(t *tap, id, name string, ctx func() context.Context) *atomic.Bool {
 	var two atomic.Bool
 	t.set(func(t *tap) {
 		t.onSend = func(c *call) { c.mark = ctx().Err() == nil }
 		t.onReply = func(c *call) {
-			if c.op == opAcquire && c.mutex == mutex && c.err == nil && c.rec.Held(id) && ctx().Err() == nil {
+			if c.op == opAcquire && c.mutex == name && c.err == nil && c.rec.Held(id) && ctx().Err() == nil {
 				two.Store(true)
 			}
 		}

@@ -92,8 +92,8 @@ func (e *env) checkGetChangesNothing(s lease.Store, name, holder string, token u
 	sent2 := time.Now()
 	second := e.rawGet(s, name)
 	for i, rec := range []lease.Record{first, second} {
-		if rec.Owner != holder || rec.Token != token {
-			e.t.Errorf("Get %d of a held mutex = %+v, want owner %q token %d", i+1, rec, holder, token)
+		if rec.OwnerID != holder || rec.Token != token {
+			e.t.Errorf("Get %d of a held lock = %+v, want owner %q token %d", i+1, rec, holder, token)
 			return
 		}
 	}

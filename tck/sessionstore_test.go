@@ -56,7 +56,7 @@ type sessionClient struct {
 	overstate bool
 
 	mu     sync.Mutex
-	grants map[[2]string]uint64 // {mutex, contender} -> token, held in this session
+	grants map[[2]string]uint64 // {lock, contender} -> token, held in this session
 	expiry *time.Timer          // the server's countdown while cut off
 }
 

@@ -29,8 +29,8 @@ func held(m *mutantStore, name, c string, token uint64) bool {
 	return st.Owner != "" && st.Owner == c && st.Token == token
 }
 
-// firstAcquireLoses: the first Acquire of a mutex the store never saw
-// creates its state and reports the mutex free instead of granting it.
+// firstAcquireLoses: the first Acquire of a lock the store never saw
+// creates its state and reports the lock free instead of granting it.
 func firstAcquireLoses(m *mutantStore) {
 	seen := map[string]bool{}
 	m.acquire = func(ctx context.Context, name, c string, ttl, tr time.Duration) (lease.Record, error) {
@@ -42,12 +42,12 @@ func firstAcquireLoses(m *mutantStore) {
 	}
 }
 
-// earlyTakeover: another contender may take the mutex once its ttl ended,
+// earlyTakeover: another contender may take the lock once its ttl ended,
 // in the holder's transition.
 func earlyTakeover(m *mutantStore) {
 	m.acquire = func(ctx context.Context, name, c string, ttl, tr time.Duration) (lease.Record, error) {
-		if cur, err := m.s.Get(ctx, name); err == nil && cur.Owner != "" && cur.Owner != c && cur.TTL == 0 {
-			m.s.Release(ctx, name, cur.Owner, cur.Token)
+		if cur, err := m.s.Get(ctx, name); err == nil && cur.OwnerID != "" && cur.OwnerID != c && cur.TTL == 0 {
+			m.s.Release(ctx, name, cur.OwnerID, cur.Token)
 		}
 		return m.s.Acquire(ctx, name, c, ttl, tr)
 	}
@@ -84,7 +84,7 @@ func reacquireNewToken(m *mutantStore) {
 }
 
 // counterRead: the token counter is read, not incremented: every grant of
-// a mutex gets the token of its first grant.
+// a lock gets the token of its first grant.
 func counterRead(m *mutantStore) {
 	first := map[string]uint64{}
 	m.tokenOut = func(name string, t uint64) uint64 {
@@ -103,7 +103,7 @@ func counterRead(m *mutantStore) {
 	}
 }
 
-// reapedCounter: a mutex's state (with its token counter) is deleted once
+// reapedCounter: a lock's state (with its token counter) is deleted once
 // it is free with nobody waiting, as a ZooKeeper container node is reaped,
 // and tokens start again from 1 (a node's sequence number). memstore
 // forgets such a state too, but only after its retention, and counts on
@@ -146,14 +146,14 @@ func renewAnyToken(m *mutantStore) {
 }
 
 // lapsedRevived: a Renew after the grant lapsed, with nobody else holding
-// the mutex, claims it again under the old token (a node still there is
+// the lock, claims it again under the old token (a node still there is
 // written again).
 func lapsedRevived(m *mutantStore) {
 	type grant struct {
 		c            string
 		client, real uint64
 	}
-	last := map[string]grant{}    // the latest grant seen, by mutex
+	last := map[string]grant{}    // the latest grant seen, by lock
 	revived := map[string]grant{} // a revived grant: its old and new token
 	m.acquire = func(ctx context.Context, name, c string, ttl, tr time.Duration) (lease.Record, error) {
 		rec, err := m.s.Acquire(ctx, name, c, ttl, tr)
@@ -164,7 +164,7 @@ func lapsedRevived(m *mutantStore) {
 	}
 	m.renew = func(ctx context.Context, name, c string, token uint64, ttl, tr time.Duration) (lease.Record, error) {
 		rec, err := m.s.Renew(ctx, name, c, token, ttl, tr)
-		if g := last[name]; errors.Is(err, lease.ErrNotHeld) && rec.Owner == "" && g.c == c && g.real == token {
+		if g := last[name]; errors.Is(err, lease.ErrNotHeld) && rec.OwnerID == "" && g.c == c && g.real == token {
 			if again, aerr := m.s.Acquire(ctx, name, c, ttl, tr); aerr == nil && again.Held(c) {
 				revived[name] = grant{c, token, again.Token}
 				return again, nil
@@ -224,7 +224,7 @@ func releaseKeepsGrant(m *mutantStore) {
 	}
 }
 
-// releaseByAnyone: Release frees the mutex whoever asks.
+// releaseByAnyone: Release frees the lock whoever asks.
 func releaseByAnyone(m *mutantStore) {
 	m.release = func(ctx context.Context, name, c string, token uint64) error {
 		if cur := m.s.Inspect(name); token != 0 && cur.Owner != "" {
@@ -259,7 +259,7 @@ func releaseKeepsQueue(m *mutantStore) {
 func noWakeUp(m *mutantStore) { m.noWatch = true }
 
 // newestFirst: a losing Acquire puts a new waiter at the head of the
-// queue, so a release hands the mutex to the newest waiter.
+// queue, so a release hands the lock to the newest waiter.
 func newestFirst(m *mutantStore) {
 	m.acquire = func(ctx context.Context, name, c string, ttl, tr time.Duration) (lease.Record, error) {
 		queued := m.s.Inspect(name).Queue
@@ -289,7 +289,7 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// getExtends: Get of a held mutex runs its grant for ttl + transition
+// getExtends: Get of a held lock runs its grant for ttl + transition
 // again (a read that rewrites the record).
 func getExtends(m *mutantStore) {
 	timings := map[string][2]time.Duration{}

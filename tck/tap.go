@@ -286,13 +286,13 @@ func (t *tap) calls(match func(c call) bool) []call {
 	return out
 }
 
-// newestSent returns when the newest call on mutex that succeeded was
+// newestSent returns when the newest call on lock that succeeded was
 // sent (zero if none): a lease's deadline can only count from a call that
 // confirmed its grant, and such a call has returned before the lease knows
 // of it.
-func (t *tap) newestSent(mutex string) time.Time {
+func (t *tap) newestSent(name string) time.Time {
 	var newest time.Time
-	for _, c := range t.calls(func(c call) bool { return c.mutex == mutex && c.err == nil }) {
+	for _, c := range t.calls(func(c call) bool { return c.mutex == name && c.err == nil }) {
 		if c.sent.After(newest) {
 			newest = c.sent
 		}
@@ -301,11 +301,11 @@ func (t *tap) newestSent(mutex string) time.Time {
 }
 
 // newestConfirmed returns the newest call (by its sending) that confirmed
-// the grant with token on mutex, an Acquire or Renew that returned it,
+// the grant with token on lock, an Acquire or Renew that returned it,
 // among those whose reply came before by.
-func (t *tap) newestConfirmed(mutex string, token uint64, by time.Time) (newest call, ok bool) {
+func (t *tap) newestConfirmed(name string, token uint64, by time.Time) (newest call, ok bool) {
 	for _, c := range t.calls(func(c call) bool {
-		return c.mutex == mutex && (c.op == opAcquire || c.op == opRenew) && c.err == nil &&
+		return c.mutex == name && (c.op == opAcquire || c.op == opRenew) && c.err == nil &&
 			c.rec.Held(c.contender) && c.rec.Token == token && !c.returned.IsZero() && c.returned.Before(by)
 	}) {
 		if !ok || c.sent.After(newest.sent) {

@@ -51,7 +51,7 @@ type Harness struct {
 	Serial bool
 
 	// Fair says that the store keeps a fair wait queue: a Release hands
-	// the mutex to the contender that has waited longest (by its first
+	// the lock to the contender that has waited longest (by its first
 	// losing Acquire) before any later one. The FairHandoff case, and the
 	// order checks of ReleaseWakesWaiter, run only for such a store.
 	Fair bool
@@ -64,7 +64,7 @@ type Harness struct {
 }
 
 // Backend is the store under test as one case sees it. All clients it
-// returns see the same mutexes.
+// returns see the same locks.
 type Backend struct {
 	// Client returns a client of the store: a new one, with its own
 	// connection where the backend has connections, on every call. An
@@ -214,7 +214,7 @@ type env struct {
 // performance target.
 func (e *env) prompt() time.Duration { return e.ttl / 2 }
 
-// takeover bounds how long a waiter may take to get a mutex whose holder
+// takeover bounds how long a waiter may take to get a lock whose holder
 // vanished: ttl + transition + the largest jitter (1 s) + ttl of slack for
 // one more poll and the store's latency.
 func (e *env) takeover() time.Duration { return 2*e.ttl + e.transition + time.Second }
@@ -223,7 +223,7 @@ func (e *env) takeover() time.Duration { return 2*e.ttl + e.transition + time.Se
 // goes on. Correctness never depends on it; it makes the case meaningful.
 func (e *env) settle() time.Duration { return e.ttl / 10 }
 
-// name returns a mutex name unique to this case.
+// name returns a lock name unique to this case.
 func (e *env) name(label string) string {
 	return fmt.Sprintf("tck/%s/%s/%s", caseName(e.t), label, randHex())
 }

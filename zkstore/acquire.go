@@ -17,22 +17,22 @@ import (
 const rounds = 5
 
 // Acquire implements [lease.Store]. The contender's node is created (or
-// found) in the mutex's queue; when it is first in line it owns the
-// mutex, and the grant lasts while the session lives and the holder's
+// found) in the lock's queue; when it is first in line it owns the
+// lock, and the grant lasts while the session lives and the holder's
 // Manager keeps calling (see the package documentation). Otherwise the
 // record names the owner, and the node ahead is watched.
 //
-// Requests: 2 for a free mutex (create, list; one round trip when the
-// mutex's znode was seen lately, see createListed), none when the node was
+// Requests: 2 for a free lock (create, list; one round trip when the
+// lock's znode was seen lately, see createListed), none when the node was
 // already seen first in line (a waiter whose turn came, a retried
 // Acquire), 1 for the next in line polling (list), none for a waiter
 // further back whose Watch subscription keeps an eye on the node ahead:
 // its record names the owner as its last look at the queue saw it.
-func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
-	if err := checkCall(mutex, contender, ttl, transition); err != nil {
+func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
+	if err := checkCall(name, contender, ttl, transition); err != nil {
 		return lease.Record{}, err
 	}
-	k := nodeKey{mutex, contender}
+	k := nodeKey{name, contender}
 	g := grant{contender: contender, ttl: ttl, transition: transition}
 	start := time.Now() // no grant of this call can end before start + its Transition
 	for range rounds {
@@ -42,19 +42,19 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 			// The grant lapsed before this call came: its holder was told.
 			// It never comes back under the same token.
 			if err := s.drop(ctx, k, n); err != nil {
-				return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
+				return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", name, err)
 			}
 			continue
 		case n != nil && n.lowest:
 			if there, err := s.recheck(ctx, k, n); err != nil || !there {
 				if err != nil {
-					return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
+					return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", name, err)
 				}
 				continue // deleted behind our back: queue anew
 			}
 			rec, ok, err := s.grant(k, n, g, start, st)
 			if err != nil {
-				return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
+				return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", name, err)
 			}
 			if ok {
 				return rec, nil
@@ -69,13 +69,13 @@ func (s *Store) Acquire(ctx context.Context, mutex, contender string, ttl, trans
 		}
 		rec, done, err := s.look(ctx, k, g, start)
 		if err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", mutex, err)
+			return lease.Record{}, fmt.Errorf("zkstore: acquire %q: %w", name, err)
 		}
 		if done {
 			return rec, nil
 		}
 	}
-	return lease.Record{}, fmt.Errorf("zkstore: acquire %q: the queue changed %d times during the call", mutex, rounds)
+	return lease.Record{}, fmt.Errorf("zkstore: acquire %q: the queue changed %d times during the call", name, rounds)
 }
 
 // grant gives k's node, first in line, to its contender (again): for
@@ -101,7 +101,7 @@ func (s *Store) grant(k nodeKey, n *node, g grant, start time.Time, st sessionSt
 	}
 	s.watchdogAt(end)
 	tr := min(g.ttl+g.transition, left)
-	return lease.Record{Owner: k.contender, Token: uint64(n.czxid), TTL: min(g.ttl, tr), Transition: tr}, true, nil
+	return lease.Record{OwnerID: k.contender, Token: uint64(n.czxid), TTL: min(g.ttl, tr), Transition: tr}, true, nil
 }
 
 // noSession describes a session that may have expired.
@@ -122,17 +122,17 @@ func (s *Store) wait(k nodeKey, n *node, g grant, start time.Time) (lease.Record
 }
 
 // waiting is the record of a waiter: the owner, and its whole ttl and
-// transition, the longest it keeps the mutex without a call of its
+// transition, the longest it keeps the lock without a call of its
 // Manager (holders renew without a write, so the time left is theirs).
 func waiting(o owner, g grant) lease.Record {
 	og := o.g
 	if og.ttl == 0 {
 		og = g // unreadable: a node with the caller's timings
 	}
-	return lease.Record{Owner: o.contender, Token: uint64(o.czxid), TTL: og.ttl, Transition: og.ttl + og.transition}
+	return lease.Record{OwnerID: o.contender, Token: uint64(o.czxid), TTL: og.ttl, Transition: og.ttl + og.transition}
 }
 
-// look reads the queue: it grants the mutex when k's node is first in
+// look reads the queue: it grants the lock when k's node is first in
 // line, or else reads the owner and watches the node ahead. done is false
 // when the caller must look again.
 func (s *Store) look(ctx context.Context, k nodeKey, g grant, start time.Time) (lease.Record, bool, error) {
@@ -233,7 +233,7 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 }
 
 // createListed creates k's node and lists (and watches) the queue. When
-// the mutex's znode was there lately, the listing goes out right behind
+// the lock's znode was there lately, the listing goes out right behind
 // the create, as soon as the create's request was written: the server
 // runs a session's requests in order, so both take one round trip. The
 // listing is used only if it shows the new node, and so every node
@@ -306,7 +306,7 @@ func (s *Store) knownDir(dir string) bool {
 	return ok
 }
 
-// maxDirs bounds the mutex znodes a Store remembers (see knownDir).
+// maxDirs bounds the lock znodes a Store remembers (see knownDir).
 const maxDirs = 4096
 
 // sawDir records that dir exists (ok) or is missing.

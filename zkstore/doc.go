@@ -34,13 +34,13 @@
 //
 // # Nodes
 //
-// Each mutex is a container znode under the root (default /simba), its
+// Each lock is a container znode under the root (default /simba), its
 // name escaped into one znode name ("orders/42" becomes "orders%2F42").
-// Each contender that wants the mutex has one ephemeral sequential node
+// Each contender that wants the lock has one ephemeral sequential node
 // in it, named after its escaped contender id ("<id>-0000000007"), whose
 // data holds the contender id, its ttl and transition. The first node in
-// sequence order owns the mutex; the others wait in line (FIFO), and an
-// Acquire that finds its node first takes the mutex without a write. A
+// sequence order owns the lock; the others wait in line (FIFO), and an
+// Acquire that finds its node first takes the lock without a write. A
 // waiter watches the node just ahead of its own, so a release wakes one
 // waiter, not the herd. Anyone can read who owns: Get, and the Record of
 // a losing Acquire, name the owner.
@@ -72,7 +72,7 @@
 // Transition of its Acquire's or Renew's record is min(ttl + transition,
 // what surely remains of the session), and its TTL min(ttl, Transition),
 // so its deadline (see package lease) passes before the watchdog or the
-// server could free the mutex. While heartbeats are answered, what surely
+// server could free the lock. While heartbeats are answered, what surely
 // remains of the session is between a third and two thirds of its
 // timeout, so records often report less than ttl + transition (always,
 // with [Store.LeaseOptions]): the Store contract lets a
@@ -91,11 +91,11 @@
 // A waiter's node is the watchdog's too. The Store waits for its Manager's
 // polls (at the owner's ttl + transition) and, once its turn has come, for
 // its Acquire within its own ttl + transition; a waiter that does not come
-// is withdrawn, and the next in line gets the mutex.
+// is withdrawn, and the next in line gets the lock.
 //
 // Holders renew without writing, so nobody else can see how much is left
 // of a grant: the Record of a waiter, and Get, report the owner's whole
-// ttl and transition, the longest it keeps the mutex without a call. Get
+// ttl and transition, the longest it keeps the lock without a call. Get
 // through the holder's own Store reports the time left of the grant, until
 // the watchdog would delete it, which shrinks as time passes.
 //
@@ -103,15 +103,15 @@
 //
 // Requests per call (go test -bench . ./zkstore/ in the integration
 // module): an uncontended Acquire 2 (create, list; 4 the first time,
-// creating the mutex's znode) in one round trip once the Store knows the
-// mutex's znode (the listing goes out right behind the create, which the
+// creating the lock's znode) in one round trip once the Store knows the
+// lock's znode (the listing goes out right behind the create, which the
 // server runs first), Renew none (a listing after the queue
 // changed, to notice a node deleted by hand), Release 1 (delete), the
 // Acquire of a waiter whose turn came none (its subscription saw the turn
 // come), a poll 1 (list) by the next in line and none by waiters further
 // back, Get 3 (sync, list, read). A hand-off costs 2: the delete, and one
 // listing by the next waiter, after its turn when the node ahead of it
-// owned the mutex (the watch's event says enough), before it otherwise.
+// owned the lock (the watch's event says enough), before it otherwise.
 // Queueing costs 3 or 4 (create, list, read and watch the owner and the
 // node ahead). Holding and waiting cost the server nothing beyond the
 // session's heartbeats.

@@ -12,22 +12,22 @@ import (
 // with the leader, lists the queue and reads its first node, the owner.
 // Holders renew without writing, so others cannot see how much of a
 // grant is left: the record has the owner's whole ttl and transition, the
-// longest it keeps the mutex without a call of its Manager. When the
+// longest it keeps the lock without a call of its Manager. When the
 // owner's grant is this Store's, the record has its time left instead:
 // until the end of the ttl and transition last given to its holder, when
 // the watchdog deletes the node unless a renewal comes first.
-func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
-	if err := lease.ValidateName(mutex); err != nil {
+func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
+	if err := lease.ValidateName(name); err != nil {
 		return lease.Record{}, err
 	}
-	dir := s.dirOf(mutex)
+	dir := s.dirOf(name)
 	if err := s.sync(ctx, dir); err != nil {
-		return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
+		return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", name, err)
 	}
 	for range rounds {
 		q, err := s.list(ctx, dir)
 		if err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
+			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", name, err)
 		}
 		low, ok := q.lowest()
 		if !ok {
@@ -38,15 +38,15 @@ func (s *Store) Get(ctx context.Context, mutex string) (lease.Record, error) {
 			continue
 		}
 		if err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", mutex, err)
+			return lease.Record{}, fmt.Errorf("zkstore: get %q: %w", name, err)
 		}
-		rec := lease.Record{Owner: g.contender, Token: uint64(st.Czxid), TTL: g.ttl, Transition: g.ttl + g.transition}
-		if ttl, tr, ok := s.timeLeft(nodeKey{mutex, g.contender}, q.path(low), time.Now()); ok {
+		rec := lease.Record{OwnerID: g.contender, Token: uint64(st.Czxid), TTL: g.ttl, Transition: g.ttl + g.transition}
+		if ttl, tr, ok := s.timeLeft(nodeKey{name, g.contender}, q.path(low), time.Now()); ok {
 			rec.TTL, rec.Transition = ttl, tr
 		}
 		return rec, nil
 	}
-	return lease.Record{}, fmt.Errorf("zkstore: get %q: the queue kept changing", mutex)
+	return lease.Record{}, fmt.Errorf("zkstore: get %q: the queue kept changing", name)
 }
 
 // timeLeft returns, at now, the time left of the ttl and transition last

@@ -13,7 +13,7 @@ import (
 
 var _ lease.Lister = (*Store)(nil)
 
-// ListPage implements [lease.Lister]: the mutexes under the root with an
+// ListPage implements [lease.Lister]: the locks under the root with an
 // owner, by name, at most limit per page, each read as Get reads it (one
 // request per name). The cursor is the last name of the previous page.
 // ZooKeeper cannot page the children of a node: every page reads the
@@ -53,8 +53,8 @@ func (s *Store) ListPage(ctx context.Context, cursor string, limit int) ([]lease
 		if err != nil {
 			return nil, "", fmt.Errorf("zkstore: list: %w", err)
 		}
-		if rec.Owner != "" {
-			page = append(page, lease.NamedRecord{Mutex: n, Record: rec})
+		if rec.OwnerID != "" {
+			page = append(page, lease.NamedRecord{Name: n, Record: rec})
 		}
 	}
 	return page, next, nil

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// ErrCorrupt: a node in a mutex's queue holds data this package did not
+// ErrCorrupt: a node in a lock's queue holds data this package did not
 // write (or another version wrote). Get fails with it rather than guess;
 // a waiter behind such a node reports the contender its name carries,
 // with the waiter's own timings.
@@ -65,15 +65,15 @@ func unescape(s string) (string, bool) {
 // splitRoot returns the elements of a valid root path.
 func splitRoot(root string) []string { return strings.Split(root[1:], "/") }
 
-// dirOf returns the znode under which contenders for mutex queue.
-func (s *Store) dirOf(mutex string) string { return s.root + "/" + escape(mutex) }
+// dirOf returns the znode under which contenders for lock queue.
+func (s *Store) dirOf(name string) string { return s.root + "/" + escape(name) }
 
 // prefixOf is the name of contender's nodes before the sequence number
 // the server appends: the escaped id and a '-', which escape never emits,
 // so the last '-' of a node name always starts its sequence number.
 func prefixOf(contender string) string { return escape(contender) + "-" }
 
-// child is one node of a mutex's queue.
+// child is one node of a lock's queue.
 type child struct {
 	name      string
 	contender string

@@ -38,7 +38,7 @@ func (s *Store) do(ctx context.Context, f func() error) error {
 	}
 }
 
-// queue is a mutex's nodes in sequence order, as one listing saw them.
+// queue is a lock's nodes in sequence order, as one listing saw them.
 type queue struct {
 	dir  string
 	kids []child
@@ -100,7 +100,7 @@ func newQueue(dir string, names []string) queue {
 
 func (q queue) path(c child) string { return q.dir + "/" + c.name }
 
-// lowest returns the node that owns the mutex.
+// lowest returns the node that owns the lock.
 func (q queue) lowest() (child, bool) {
 	if len(q.kids) == 0 {
 		return child{}, false
@@ -219,8 +219,8 @@ func gone(err error) bool {
 }
 
 // checkCall validates the arguments every call shares.
-func checkCall(mutex, contender string, ttl, transition time.Duration) error {
-	if err := lease.ValidateName(mutex); err != nil {
+func checkCall(name, contender string, ttl, transition time.Duration) error {
+	if err := lease.ValidateName(name); err != nil {
 		return err
 	}
 	if contender == "" || len(contender) > lease.MaxContenderIDLength {

@@ -12,11 +12,11 @@ import (
 // Release implements [lease.Store]: it deletes contender's node when it
 // holds the grant with token (one request), and any waiting node of
 // contender in every case. The next in line is woken by its watch.
-func (s *Store) Release(ctx context.Context, mutex, contender string, token uint64) error {
-	if err := checkCall(mutex, contender, time.Millisecond, 0); err != nil {
+func (s *Store) Release(ctx context.Context, name, contender string, token uint64) error {
+	if err := checkCall(name, contender, time.Millisecond, 0); err != nil {
 		return err
 	}
-	k := nodeKey{mutex, contender}
+	k := nodeKey{name, contender}
 	if n, _ := s.current(k); n != nil && n.held && uint64(n.czxid) == token && token != 0 {
 		// The common case: our own grant. It is no grant from now on.
 		s.kill(k, n.path)
@@ -27,7 +27,7 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 			return nil
 		case !gone(err):
 			s.retireLater(k, *n)
-			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+			return fmt.Errorf("zkstore: release %q: %w", name, err)
 		}
 		s.forget(k, n.path) // gone already: its session ended
 	} else if n != nil && !n.held && token == 0 && !s.inDoubt(k) {
@@ -35,14 +35,14 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 		s.kill(k, n.path)
 		if err := s.remove(ctx, n.path, -1); err != nil && !gone(err) {
 			s.retireLater(k, *n)
-			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+			return fmt.Errorf("zkstore: release %q: %w", name, err)
 		}
 		s.forget(k, n.path)
-		return fmt.Errorf("%w: zkstore: release %q token 0", lease.ErrNotHeld, mutex)
+		return fmt.Errorf("%w: zkstore: release %q token 0", lease.ErrNotHeld, name)
 	}
-	q, err := s.list(ctx, s.dirOf(mutex))
+	q, err := s.list(ctx, s.dirOf(name))
 	if err != nil {
-		return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+		return fmt.Errorf("zkstore: release %q: %w", name, err)
 	}
 	mine := q.mine(contender)
 	if len(mine) == 0 {
@@ -59,7 +59,7 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 			continue
 		}
 		if err != nil && !errors.Is(err, ErrCorrupt) {
-			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+			return fmt.Errorf("zkstore: release %q: %w", name, err)
 		}
 		named := token != 0 && uint64(st.Czxid) == token
 		if c.name == low.name && !named {
@@ -72,14 +72,14 @@ func (s *Store) Release(ctx context.Context, mutex, contender string, token uint
 			}
 		}
 		if err := s.remove(ctx, p, st.Version); err != nil && !gone(err) {
-			return fmt.Errorf("zkstore: release %q: %w", mutex, err)
+			return fmt.Errorf("zkstore: release %q: %w", name, err)
 		} else if err == nil && named {
 			released = true
 		}
 		s.forget(k, p)
 	}
 	if !released {
-		return fmt.Errorf("%w: zkstore: release %q token %d", lease.ErrNotHeld, mutex, token)
+		return fmt.Errorf("%w: zkstore: release %q token %d", lease.ErrNotHeld, name, token)
 	}
 	return nil
 }

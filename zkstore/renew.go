@@ -16,7 +16,7 @@ import (
 //
 //   - The node stays until ttl + transition after this call, unless the
 //     next Renew (or Release) comes first; then the watchdog deletes it,
-//     so a hung holder loses the mutex as a lapsed grant would. The
+//     so a hung holder loses the lock as a lapsed grant would. The
 //     holder's deadline, computed from the same calls, passes before.
 //   - The record's Transition is the smaller of ttl + transition and the
 //     time the session surely lives (see [Session]). A holder
@@ -29,16 +29,16 @@ import (
 // after ttl + transition never revives the grant, even when the node is
 // still there. It fails with [ErrNoSession] (outcome unknown) when the
 // session may have expired: no heartbeat was answered for too long.
-func (s *Store) Renew(ctx context.Context, mutex, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
-	if err := checkCall(mutex, contender, ttl, transition); err != nil {
+func (s *Store) Renew(ctx context.Context, name, contender string, token uint64, ttl, transition time.Duration) (lease.Record, error) {
+	if err := checkCall(name, contender, ttl, transition); err != nil {
 		return lease.Record{}, err
 	}
-	return s.renew(ctx, lease.RenewRequest{Mutex: mutex, Contender: contender, Token: token, TTL: ttl, Transition: transition})
+	return s.renew(ctx, lease.RenewRequest{Name: name, Contender: contender, Token: token, TTL: ttl, Transition: transition})
 }
 
 func (s *Store) renew(ctx context.Context, r lease.RenewRequest) (lease.Record, error) {
 	start := time.Now()
-	k := nodeKey{r.Mutex, r.Contender}
+	k := nodeKey{r.Name, r.Contender}
 	n, st := s.current(k)
 	why := ""
 	switch {
@@ -51,15 +51,15 @@ func (s *Store) renew(ctx context.Context, r lease.RenewRequest) (lease.Record, 
 	case !start.Before(n.due):
 		why = "the grant had lapsed"
 		if err := s.drop(ctx, k, n); err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", r.Mutex, err)
+			return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", r.Name, err)
 		}
 	default:
 		left := st.left(start)
 		if left <= 0 {
-			return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", r.Mutex, noSession(st))
+			return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", r.Name, noSession(st))
 		}
 		if there, err := s.recheck(ctx, k, n); err != nil {
-			return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", r.Mutex, err)
+			return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", r.Name, err)
 		} else if !there {
 			why = "the node was deleted"
 			break
@@ -74,12 +74,12 @@ func (s *Store) renew(ctx context.Context, r lease.RenewRequest) (lease.Record, 
 			}
 		}) {
 			tr := min(r.TTL+r.Transition, left)
-			return lease.Record{Owner: r.Contender, Token: r.Token, TTL: min(r.TTL, tr), Transition: tr}, nil
+			return lease.Record{OwnerID: r.Contender, Token: r.Token, TTL: min(r.TTL, tr), Transition: tr}, nil
 		}
 		why = "the grant ended during the call"
 	}
-	rec, _ := s.Get(ctx, r.Mutex) // best effort: tell the caller who owns
-	return rec, fmt.Errorf("%w: zkstore: renew %q token %d: %s", lease.ErrNotHeld, r.Mutex, r.Token, why)
+	rec, _ := s.Get(ctx, r.Name) // best effort: tell the caller who owns
+	return rec, fmt.Errorf("%w: zkstore: renew %q token %d: %s", lease.ErrNotHeld, r.Name, r.Token, why)
 }
 
 // recheck lists the queue of k's node n again (and watches it) when the
@@ -112,7 +112,7 @@ func (s *Store) recheck(ctx context.Context, k nodeKey, n *node) (bool, error) {
 func (s *Store) RenewMany(ctx context.Context, reqs []lease.RenewRequest) ([]lease.RenewResult, error) {
 	res := make([]lease.RenewResult, len(reqs))
 	for i, r := range reqs {
-		if err := checkCall(r.Mutex, r.Contender, r.TTL, r.Transition); err != nil {
+		if err := checkCall(r.Name, r.Contender, r.TTL, r.Transition); err != nil {
 			res[i].Err = err
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultRoot is the znode under which a Store made without [WithRoot]
-// keeps its mutexes.
+// keeps its locks.
 const DefaultRoot = "/simba"
 
 // Store is a [lease.Store], [lease.Watcher] and [lease.BatchRenewer] on
@@ -26,16 +26,16 @@ type Store struct {
 	mu   sync.Mutex
 	keys map[nodeKey]*keyState
 	dog  dogState
-	dirs map[string]struct{} // mutex znodes a create went into lately (guarded by mu)
+	dirs map[string]struct{} // lock znodes a create went into lately (guarded by mu)
 
 	trips atomic.Int64 // requests sent, for tests and benchmarks
 }
 
-// nodeKey names one contender's interest in one mutex.
+// nodeKey names one contender's interest in one lock.
 type nodeKey struct{ mutex, contender string }
 
 // keyState is what the Store knows of one contender's interest in one
-// mutex. It is dropped when it holds nothing.
+// lock. It is dropped when it holds nothing.
 type keyState struct {
 	n     *node         // the contender's node; nil: none known
 	doubt bool          // a create of unknown outcome may have left a node
@@ -50,7 +50,7 @@ type node struct {
 	czxid   int64
 	g       grant     // as written in the node
 	held    bool      // an Acquire granted it, and its holder was told
-	lowest  bool      // it was seen first in line: it owns the mutex
+	lowest  bool      // it was seen first in line: it owns the lock
 	dead    bool      // this Store is deleting it: it is no grant any more
 	due     time.Time // the watchdog deletes it unless a call comes first
 	ttlEnd  time.Time // of a held node: the end of the ttl last given
@@ -81,10 +81,10 @@ type owner struct {
 // An Option configures a Store made by [New].
 type Option func(*Store) error
 
-// WithRoot keeps the mutexes under the znode root (default [DefaultRoot]),
+// WithRoot keeps the locks under the znode root (default [DefaultRoot]),
 // an absolute, clean path outside /zookeeper. Missing parents are created
 // as persistent nodes with the Store's ACL. Stores that must see the same
-// mutexes need the same root.
+// locks need the same root.
 func WithRoot(root string) Option {
 	return func(s *Store) error {
 		if err := validRoot(root); err != nil {
@@ -154,7 +154,7 @@ func (s *Store) LeaseOptions() []lease.Option {
 	return []lease.Option{lease.WithTTL(ttl), lease.WithTransition(session - ttl)}
 }
 
-// Root returns the znode under which the Store keeps its mutexes.
+// Root returns the znode under which the Store keeps its locks.
 func (s *Store) Root() string { return s.root }
 
 // Session returns the Session the Store runs on.

@@ -15,21 +15,21 @@ import (
 // Watch implements [lease.Watcher] with ZooKeeper watches.
 //
 // A contender is sent an event when its node becomes first in line (its
-// turn came: its Acquire now takes the mutex without a request), when its
+// turn came: its Acquire now takes the lock without a request), when its
 // node is gone (its session ended), and when the watch breaks. It watches
 // only the node just ahead of its own: a release wakes the next waiter
 // only, never the herd, and a waiter further back costs nothing until the
-// node ahead of it leaves. An observer (contender "") watches the mutex's
+// node ahead of it leaves. An observer (contender "") watches the lock's
 // children and is sent an event whenever the first node changes. Events
-// carry only the mutex name: the caller reads the owner with Get or
+// carry only the lock name: the caller reads the owner with Get or
 // Acquire.
 //
 // The channel is closed when ctx ends, and after a last event when a
 // request fails or the watch breaks (the conn closed); the caller then
 // polls, and may subscribe again. Watches survive a reconnection within
 // the session.
-func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan lease.Event, error) {
-	if err := lease.ValidateName(mutex); err != nil {
+func (s *Store) Watch(ctx context.Context, name, contender string) (<-chan lease.Event, error) {
+	if err := lease.ValidateName(name); err != nil {
 		return nil, err
 	}
 	if ctx == nil {
@@ -37,19 +37,19 @@ func (s *Store) Watch(ctx context.Context, mutex, contender string) (<-chan leas
 	}
 	out := make(chan lease.Event, 1)
 	if contender == "" {
-		go s.observe(ctx, mutex, out)
+		go s.observe(ctx, name, out)
 		return out, nil
 	}
-	k := nodeKey{mutex, contender}
+	k := nodeKey{name, contender}
 	s.subscribe(k)
 	go s.follow(ctx, k, out)
 	return out, nil
 }
 
 // send delivers an event unless one is pending: one says enough.
-func send(out chan<- lease.Event, mutex string) {
+func send(out chan<- lease.Event, name string) {
 	select {
-	case out <- lease.Event{Mutex: mutex}:
+	case out <- lease.Event{Name: name}:
 	default:
 	}
 }
@@ -230,22 +230,22 @@ func (s *Store) watchQueue(ctx context.Context, k nodeKey, n *node) {
 	}
 }
 
-// observe sends an event whenever the first node of the mutex's queue
+// observe sends an event whenever the first node of the lock's queue
 // changes.
-func (s *Store) observe(ctx context.Context, mutex string, out chan<- lease.Event) {
+func (s *Store) observe(ctx context.Context, name string, out chan<- lease.Event) {
 	defer close(out)
-	dir := s.dirOf(mutex)
+	dir := s.dirOf(name)
 	last := ""
 	for first := true; ; first = false {
 		key, fired, err := s.armChildren(ctx, dir)
 		if err != nil {
 			if ctx.Err() == nil {
-				send(out, mutex)
+				send(out, name)
 			}
 			return
 		}
 		if !first && key != last {
-			send(out, mutex)
+			send(out, name)
 		}
 		last = key
 		if fired == nil {
@@ -254,7 +254,7 @@ func (s *Store) observe(ctx context.Context, mutex string, out chan<- lease.Even
 		select {
 		case ev, ok := <-fired:
 			if !ok || ev.Type == zk.EventNotWatching {
-				send(out, mutex)
+				send(out, name)
 				return
 			}
 		case <-ctx.Done():

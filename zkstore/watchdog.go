@@ -7,7 +7,7 @@ import (
 
 // The watchdog keeps the promise behind renewals without writes: a node
 // whose Manager stops calling (a hung holder, a waiter gone astray) is
-// deleted once the time it was given has passed, so the mutex is never
+// deleted once the time it was given has passed, so the lock is never
 // held up for longer than a grant's ttl + transition while the session
 // lives on. The holder's own deadline passed before that: the Manager
 // computes it from the same calls, less its safety margin.

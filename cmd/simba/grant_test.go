@@ -14,12 +14,12 @@ import (
 	"github.com/simba-go/simba/memstore"
 )
 
-// shortStore grants every mutex for 100ms, whatever it is asked: less than
+// shortStore grants every lock for 100ms, whatever it is asked: less than
 // any safety margin simba uses, as a store with an unstated limit would.
 type shortStore struct{ *memstore.Store }
 
-func (s shortStore) Acquire(ctx context.Context, mutex, contender string, _, _ time.Duration) (lease.Record, error) {
-	return s.Store.Acquire(ctx, mutex, contender, 100*time.Millisecond, 0)
+func (s shortStore) Acquire(ctx context.Context, name, contender string, _, _ time.Duration) (lease.Record, error) {
+	return s.Store.Acquire(ctx, name, contender, 100*time.Millisecond, 0)
 }
 
 // TestShortGrantExit (issue 14 item 4): a store that grants less than the

@@ -15,7 +15,7 @@ import (
 
 // logger writes the lease package's records of level and up to standard
 // error, one line each: "simba: warning: renew failed event=renew_failed
-// mutex=job ...". Records of events that simba reports in its own words
+// lock=job ...". Records of events that simba reports in its own words
 // (a lost lease, leadership gained and lost) are left out, whatever the
 // level: they are told apart by their event attribute, never by their
 // message.

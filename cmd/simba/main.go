@@ -28,7 +28,7 @@
 //	postgres://USER:PW@HOST:PORT/DB?... PostgreSQL (pgx); migrate once with simba migrate up
 //	mysql://USER:PW@HOST:PORT/DB?...    MySQL 8 or MariaDB 10.5+; migrate once with simba migrate up
 //	redis://USER:PW@HOST:PORT/DB        Redis (rediss:// for TLS); HOST:PORT,HOST:PORT,... is a Redis Cluster
-//	zk://HOST:PORT,HOST:PORT/ROOT       ZooKeeper, mutexes under ROOT (default /simba)
+//	zk://HOST:PORT,HOST:PORT/ROOT       ZooKeeper, locks under ROOT (default /simba)
 //
 // run and elect take --ttl (default 10s) and --transition (default 6s); on
 // ZooKeeper their sum is the session timeout asked for (default 10s, split
@@ -77,7 +77,7 @@
 // run and elect take --log-level (debug, info, warn or error; default
 // warn), which sets which of the lease package's records simba prints on
 // standard error, one line each ("simba: info: lease acquired
-// event=acquired mutex=NAME token=N"); records of what simba reports
+// event=acquired lock=NAME token=N"); records of what simba reports
 // itself (a lost lease, leadership) are left out by their event. With
 // --listen ADDR (for example 127.0.0.1:9464) they serve GET /metrics, the
 // lease package's OpenTelemetry instruments in the Prometheus text format,

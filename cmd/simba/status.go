@@ -80,7 +80,7 @@ func (c *cli) statusPages(b *backend, l lease.Lister, out *statusPrinter) error 
 			return withCode(codeUnavailable, fmt.Errorf("status: %s: %v", b.display, err))
 		}
 		for _, r := range page {
-			out.add(statusRow(r.Mutex, r.Record))
+			out.add(statusRow(r.Name, r.Record))
 		}
 		if err := out.flush(); err != nil {
 			return err
@@ -92,9 +92,9 @@ func (c *cli) statusPages(b *backend, l lease.Lister, out *statusPrinter) error 
 	}
 }
 
-// statusRow is the row of the mutex name with record r.
+// statusRow is the row of the lock name with record r.
 func statusRow(name string, r lease.Record) lockStatus {
-	return lockStatus{Lock: name, Owner: r.Owner, Token: r.Token,
+	return lockStatus{Lock: name, Owner: r.OwnerID, Token: r.Token,
 		TTLMs: r.TTL.Milliseconds(), TransitionMs: r.Transition.Milliseconds()}
 }
 

@@ -1,4 +1,4 @@
-// Command handoff runs three contenders for one mutex on the in-memory
+// Command handoff runs three contenders for one lock on the in-memory
 // store and prints every hand-off with its owner and fencing token. Each
 // leader works briefly, then resigns; the release wakes the longest waiter
 // at once, so leadership rotates fairly and tokens only grow.

@@ -89,7 +89,7 @@ func run(ctx context.Context, listen string) error {
 	opts := []lease.Option{
 		lease.WithTTL(3 * time.Second), lease.WithTransition(2 * time.Second),
 		lease.WithMeterProvider(tel.Provider),
-		lease.WithMetricMutexNames("leader"), // a fixed name: safe as an attribute
+		lease.WithMetricLockNames("leader"), // a fixed name: safe as an attribute
 		lease.WithLogger(logger),
 	}
 	a, err := lease.NewManager(store, append(opts, lease.WithContenderID("a"))...)

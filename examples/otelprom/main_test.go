@@ -138,7 +138,7 @@ func TestScrape(t *testing.T) {
 		// Renewals every 333 ms, deadline 1.5 s after each, calls bounded
 		// by 250 ms: far from anything a loaded machine does to memstore.
 		lease.WithTTL(time.Second), lease.WithTransition(time.Second),
-		lease.WithMeterProvider(tel.Provider), lease.WithMetricMutexNames("job"),
+		lease.WithMeterProvider(tel.Provider), lease.WithMetricLockNames("job"),
 	}
 	a, err := lease.NewManager(st, append(opts, lease.WithContenderID("a"))...)
 	if err != nil {
@@ -169,11 +169,11 @@ func TestScrape(t *testing.T) {
 	}
 	<-leading
 	eventually(t, "two renewals of job", func() bool {
-		v, _ := scrapeOf(t, srv).series("simba_lease_renewals_total", "simba_mutex", "job")
+		v, _ := scrapeOf(t, srv).series("simba_lease_renewals_total", "simba_lock", "job")
 		return v >= 2
 	})
 	mid := scrapeOf(t, srv)
-	mid.want(t, 1, "simba_lease_held", "simba_mutex", "job")
+	mid.want(t, 1, "simba_lease_held", "simba_lock", "job")
 	mid.want(t, 1, "simba_lease_held")
 	mid.want(t, 1, "simba_lease_leader")
 	if code, body := get(t, srv, "/healthz"); code != http.StatusOK {
@@ -227,19 +227,19 @@ func TestScrape(t *testing.T) {
 
 	s := scrapeOf(t, srv)
 	acq := []string{"simba_kind", "acquire", "simba_outcome", "acquired"}
-	s.want(t, 2, "simba_lease_acquire_duration_seconds", append(acq, "simba_mutex", "job")...)
+	s.want(t, 2, "simba_lease_acquire_duration_seconds", append(acq, "simba_lock", "job")...)
 	s.want(t, 1, "simba_lease_acquire_duration_seconds", acq...)
-	s.want(t, 1, "simba_lease_acquire_wait_seconds", append(acq, "simba_mutex", "job")...)
+	s.want(t, 1, "simba_lease_acquire_wait_seconds", append(acq, "simba_lock", "job")...)
 	s.want(t, 1, "simba_lease_acquire_wait_seconds", "simba_kind", "contend", "simba_outcome", "acquired")
-	s.want(t, 1, "simba_lease_handoff_gap_seconds", "simba_mutex", "job", "simba_wake", "event")
-	s.want(t, 0, "simba_lease_held", "simba_mutex", "job")
+	s.want(t, 1, "simba_lease_handoff_gap_seconds", "simba_lock", "job", "simba_wake", "event")
+	s.want(t, 0, "simba_lease_held", "simba_lock", "job")
 	s.want(t, 0, "simba_lease_held")
 	s.want(t, 0, "simba_lease_leader")
 	s.want(t, 1, "simba_lease_losses_total", "simba_cause", "deadline")
 	s.want(t, 3, "simba_lease_store_duration_seconds", "simba_operation", "release", "simba_outcome", "ok")
 	s.want(t, 1, "simba_lease_store_duration_seconds", "simba_operation", "release", "simba_outcome", "error")
 	s.want(t, 1, "simba_lease_store_errors_total", "simba_operation", "release", "error_type", "other")
-	if v, _ := s.series("simba_lease_renewals_total", "simba_mutex", "job"); v < 2 {
+	if v, _ := s.series("simba_lease_renewals_total", "simba_lock", "job"); v < 2 {
 		t.Errorf("%v renewals of job, want at least 2", v)
 	}
 	fails := s.sum("simba_lease_renewal_failures_total")

@@ -81,7 +81,7 @@ type Setup struct {
 	// Procs the number of contender processes per lane (default 1 when
 	// Spawn is set).
 	Workers, Procs int
-	// Lanes is the number of independent mutexes, each with its own
+	// Lanes is the number of independent locks, each with its own
 	// contenders, registers and nemesis (default 1). Only lane 0's nemesis
 	// pauses or restarts the server; the other lanes live through it.
 	Lanes int
@@ -118,7 +118,7 @@ const (
 	FaultStopInside = "Contender.Stop from inside its callback (S16)"
 	FaultStopProc   = "SIGSTOP a holder process (S1)"
 	FaultKillProc   = "kill -9 a holder process (S2)"
-	// FaultKillWaiter kills a process that waits for the mutex, queued
+	// FaultKillWaiter kills a process that waits for the lock, queued
 	// in the store (also what a FaultKillProc becomes when its victim
 	// stopped holding meanwhile).
 	FaultKillWaiter = "kill -9 a waiting process (S2)"
@@ -152,7 +152,7 @@ const (
 type Episode struct {
 	Fault string
 	// Victim is the contender the fault was aimed at ("" for the server),
-	// and Held whether it held the mutex when the fault began.
+	// and Held whether it held the lock when the fault began.
 	Victim string
 	Held   bool
 	// Start and Healed are when the fault began and ended; Takeover how
@@ -188,8 +188,8 @@ func (e Episode) CaughtFirst() bool {
 // Result is what a campaign on one setup produced.
 type Result struct {
 	Setup string
-	// Lanes, Workers and Procs are the set-up's: mutexes, and in-process
-	// and process contenders per mutex.
+	// Lanes, Workers and Procs are the set-up's: locks, and in-process
+	// and process contenders per lock.
 	Lanes, Workers, Procs int
 	Episodes              []Episode
 	Report                Report
@@ -286,7 +286,7 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	return res
 }
 
-// lane is one mutex of a campaign with its contenders and registers.
+// lane is one lock of a campaign with its contenders and registers.
 type lane struct {
 	s                Setup
 	idx              int
@@ -609,7 +609,7 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 				// server stops: the server forgets its last renewals,
 				// and the holder, which cannot renew, is told only at its
 				// deadline. A store that forgot a grant must hold the
-				// mutex back until then.
+				// lock back until then.
 				var cut Faulter
 				cutHolder := func() {
 					for _, m := range l.members {
@@ -701,7 +701,7 @@ func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Dur
 			}
 		}
 		if first < 0 || first-e.Start > bound {
-			var around []string // the holds of the mutex near the fault, to tell why
+			var around []string // the holds of the lock near the fault, to tell why
 			for _, h := range holds {
 				if h.Mutex == e.mutex && h.Acquired < e.Start+2*bound && (h.Done == Open || h.Done > e.Start-bound) {
 					around = append(around, fmt.Sprintf("%s token %d [%v, %s]", h.Client, h.Token, h.Acquired, doneString(h.Done)))
@@ -863,7 +863,7 @@ func detected(eps []Episode, ds []Detection, window time.Duration) {
 // takeovers fills in, for each episode, how long after its healing the
 // next lease was acquired.
 func takeovers(eps []Episode, holds []Hold) []Episode {
-	acqs := map[string][]time.Duration{} // by mutex, sorted
+	acqs := map[string][]time.Duration{} // by lock, sorted
 	for _, h := range holds {
 		acqs[h.Mutex] = append(acqs[h.Mutex], h.Acquired)
 	}
@@ -892,12 +892,12 @@ func (p *pauser) take() time.Duration { return time.Duration(p.next.Swap(0)) }
 
 // orphans checks I7 after every contender closed: within ttl + transition
 // (what a grant whose release failed may still run) plus two seconds, a
-// newcomer — a fresh client and Manager — takes the mutex with
+// newcomer — a fresh client and Manager — takes the lock with
 // TryAcquire: nothing left behind (a grant, a queue entry, a znode) blocks
 // it longer. (A store's Get cannot always tell: a ZooKeeper client that
 // never wrote does not know the server's time, so it reports a waiter's
 // left-over node as held back for a whole window.)
-func orphans(s Setup, mutex string, span time.Duration) (Violation, bool) {
+func orphans(s Setup, name string, span time.Duration) (Violation, bool) {
 	store, _, opts := s.Client()
 	if opts == nil {
 		opts = []lease.Option{lease.WithTTL(s.TTL), lease.WithTransition(s.Transition)}
@@ -915,13 +915,13 @@ func orphans(s Setup, mutex string, span time.Duration) (Violation, bool) {
 	extended := false
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		l, err := m.TryAcquire(ctx, mutex)
+		l, err := m.TryAcquire(ctx, name)
 		if err == nil {
 			_ = l.Release(ctx)
 			cancel()
 			return Violation{}, true
 		}
-		rec, gerr := store.Get(ctx, mutex)
+		rec, gerr := store.Get(ctx, name)
 		cancel()
 		// A store may grant a longer transition than the Managers ask
 		// (ZooKeeper: the session timeout, 3 s in the ZooKeeper set-ups,
@@ -931,7 +931,7 @@ func orphans(s Setup, mutex string, span time.Duration) (Violation, bool) {
 		// start. Judged against span alone, such a grant read as an
 		// orphan (I7 on zookeeper-ensemble in a 2-minute run: Get =
 		// {TTL:2s Transition:3s}).
-		if gerr == nil && rec.Owner != "" && !extended {
+		if gerr == nil && rec.OwnerID != "" && !extended {
 			extended = true
 			if dl := time.Now().Add(rec.TTL + rec.Transition + 2*time.Second); dl.After(deadline) {
 				deadline = dl
@@ -939,7 +939,7 @@ func orphans(s Setup, mutex string, span time.Duration) (Violation, bool) {
 		}
 		if time.Now().After(deadline) {
 			return violation("I7", "%s: after every contender closed and %v more, a newcomer cannot take %q: %v (Get = %+v, %v)",
-				s.Name, span+2*time.Second, mutex, err, rec, gerr), false
+				s.Name, span+2*time.Second, name, err, rec, gerr), false
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

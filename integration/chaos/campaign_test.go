@@ -127,7 +127,7 @@ func (s flatTokens) Acquire(ctx context.Context, m, c string, ttl, tr time.Durat
 
 func (s flatTokens) Renew(ctx context.Context, m, c string, tok uint64, ttl, tr time.Duration) (lease.Record, error) {
 	cur, err := s.Store.Get(ctx, m)
-	if err != nil || cur.Owner != c {
+	if err != nil || cur.OwnerID != c {
 		return cur, lease.ErrNotHeld
 	}
 	r, err := s.Store.Renew(ctx, m, c, cur.Token, ttl, tr)
@@ -137,7 +137,7 @@ func (s flatTokens) Renew(ctx context.Context, m, c string, tok uint64, ttl, tr 
 
 func (s flatTokens) Release(ctx context.Context, m, c string, tok uint64) error {
 	cur, err := s.Store.Get(ctx, m)
-	if err != nil || cur.Owner != c {
+	if err != nil || cur.OwnerID != c {
 		return s.Store.Release(ctx, m, c, 0)
 	}
 	return s.Store.Release(ctx, m, c, cur.Token)
@@ -145,7 +145,7 @@ func (s flatTokens) Release(ctx context.Context, m, c string, tok uint64) error 
 
 // earlyExpiry is a store whose grants lapse at ttl on the server while it
 // tells their holders they last ttl + transition: another contender can be
-// granted the mutex before the holder's deadline.
+// granted the lock before the holder's deadline.
 type earlyExpiry struct{ lease.Store }
 
 func (s earlyExpiry) Acquire(ctx context.Context, m, c string, ttl, tr time.Duration) (lease.Record, error) {
@@ -291,7 +291,7 @@ func TestHandoffCutByServerPause(t *testing.T) {
 }
 
 // TestWaitersOrder: the longest waiting comes first; one that got the
-// mutex or left no longer waits.
+// lock or left no longer waits.
 func TestWaitersOrder(t *testing.T) {
 	h := NewHistory()
 	h.Waiting("m", "b", 2*time.Second)

@@ -13,7 +13,7 @@ type Report struct {
 	// Holds is how many holds were checked, Lost how many ended by loss.
 	Holds, Lost int
 	// Margin is the smallest gap between a hold's Done and the next
-	// contender's Acquired on the same mutex (math.MaxInt64 when no hold
+	// contender's Acquired on the same lock (math.MaxInt64 when no hold
 	// followed another); LostMargin the same after holds that ended by
 	// loss: how early the holder was told (I3).
 	Margin, LostMargin time.Duration
@@ -22,9 +22,9 @@ type Report struct {
 // CheckHolds checks holds recorded on one clock (one process) against:
 //
 //   - I1: a hold whose acquire was sent after another hold of the same
-//     mutex had been acquired has a greater token, and no token is granted
+//     lock had been acquired has a greater token, and no token is granted
 //     twice;
-//   - I3 and I6: the intervals [Acquired, Done] of holds of one mutex never
+//   - I3 and I6: the intervals [Acquired, Done] of holds of one lock never
 //     overlap (an open hold lasts to the end of the run): a holder was told
 //     of its loss before the next one learned of its grant. A Stopped hold
 //     is not held to this: its process could not run to be told.
@@ -53,14 +53,14 @@ func CheckHolds(holds []Hold) Report {
 	return rep
 }
 
-// checkTokens checks I1 on the holds of one mutex, sorted by Acquired.
-func checkTokens(mutex string, hs []Hold) []Violation {
+// checkTokens checks I1 on the holds of one lock, sorted by Acquired.
+func checkTokens(name string, hs []Hold) []Violation {
 	var vs []Violation
 	seen := map[uint64]Hold{}
 	for _, h := range hs {
 		if prev, ok := seen[h.Token]; ok {
 			vs = append(vs, violation("I1", "%s: token %d granted to %s at %v and to %s at %v",
-				mutex, h.Token, prev.Client, prev.Acquired, h.Client, h.Acquired))
+				name, h.Token, prev.Client, prev.Acquired, h.Client, h.Acquired))
 		}
 		seen[h.Token] = h
 	}
@@ -85,16 +85,16 @@ func checkTokens(mutex string, hs []Hold) []Violation {
 		}
 		if top := hs[best[n-1]]; top.Token >= h.Token {
 			vs = append(vs, violation("I1", "%s: %s got token %d (sent at %v) after %s's token %d was acquired at %v",
-				mutex, h.Client, h.Token, h.Sent, top.Client, top.Token, top.Acquired))
+				name, h.Client, h.Token, h.Sent, top.Client, top.Token, top.Acquired))
 		}
 	}
 	return vs
 }
 
-// checkOverlap checks I3/I6 on the holds of one mutex, sorted by
+// checkOverlap checks I3/I6 on the holds of one lock, sorted by
 // Acquired, and returns the smallest gap from one Done to the next
 // Acquired, overall and after a loss.
-func checkOverlap(mutex string, hs []Hold) (vs []Violation, margin, lostMargin time.Duration) {
+func checkOverlap(name string, hs []Hold) (vs []Violation, margin, lostMargin time.Duration) {
 	margin, lostMargin = math.MaxInt64, math.MaxInt64
 	last := -1 // the hold with the latest Done so far
 	end := func(h Hold) time.Duration {
@@ -114,7 +114,7 @@ func checkOverlap(mutex string, hs []Hold) (vs []Violation, margin, lostMargin t
 			}
 			if h.Acquired < end(prev) {
 				v := violation("I6", "%s: %s acquired token %d at %v while %s (token %d, acquired at %v) held until %s",
-					mutex, h.Client, h.Token, h.Acquired, prev.Client, prev.Token, prev.Acquired, doneString(prev.Done))
+					name, h.Client, h.Token, h.Acquired, prev.Client, prev.Token, prev.Acquired, doneString(prev.Done))
 				v.At = h.Acquired
 				vs = append(vs, v)
 			}

@@ -73,12 +73,12 @@ func TestCheckHolds(t *testing.T) {
 	}
 }
 
-// TestCheckHoldsPerMutex: holds of different mutexes never conflict.
+// TestCheckHoldsPerMutex: holds of different locks never conflict.
 func TestCheckHoldsPerMutex(t *testing.T) {
 	a, b := hold("a", 1, 0, 1*ms, Open), hold("b", 1, 0, 1*ms, Open)
 	b.Mutex = "other"
 	if rep := CheckHolds([]Hold{a, b}); len(rep.Violations) != 0 {
-		t.Errorf("violations across mutexes: %v", rep.Violations)
+		t.Errorf("violations across locks: %v", rep.Violations)
 	}
 }
 

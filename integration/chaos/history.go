@@ -62,7 +62,7 @@ type History struct {
 	steps []Detection
 }
 
-// wait is a contender's wait for a grant of mutex, since when it asked.
+// wait is a contender's wait for a grant of lock, since when it asked.
 type wait struct {
 	mutex string
 	since time.Duration
@@ -116,8 +116,8 @@ func (h *History) EndOpen(client string, done time.Duration) {
 
 // Begin records a lease that was just granted and returns its hold, to be
 // ended with End.
-func (h *History) Begin(mutex, client string, token uint64, sent, acquired time.Duration) *Hold {
-	hd := &Hold{Mutex: mutex, Client: client, Token: token, Sent: sent, Acquired: acquired, Done: Open}
+func (h *History) Begin(name, client string, token uint64, sent, acquired time.Duration) *Hold {
+	hd := &Hold{Mutex: name, Client: client, Token: token, Sent: sent, Acquired: acquired, Done: Open}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.holds = append(h.holds, hd)
@@ -134,10 +134,10 @@ func (h *History) End(hd *Hold, done time.Duration, lost bool) {
 	}
 }
 
-// Waiting records that client asked for mutex at since and waits for it
+// Waiting records that client asked for lock at since and waits for it
 // (queued in the store while it is refused), or, with since < 0, that it
 // no longer waits.
-func (h *History) Waiting(mutex, client string, since time.Duration) {
+func (h *History) Waiting(name, client string, since time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if since < 0 {
@@ -147,17 +147,17 @@ func (h *History) Waiting(mutex, client string, since time.Duration) {
 	if h.waits == nil {
 		h.waits = map[string]wait{}
 	}
-	h.waits[client] = wait{mutex, since}
+	h.waits[client] = wait{name, since}
 }
 
-// Waiters returns the clients waiting for mutex, the longest waiting (the
+// Waiters returns the clients waiting for lock, the longest waiting (the
 // head of a fair queue) first.
-func (h *History) Waiters(mutex string) []string {
+func (h *History) Waiters(name string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var ws []string
 	for c, w := range h.waits {
-		if w.mutex == mutex {
+		if w.mutex == name {
 			ws = append(ws, c)
 		}
 	}
@@ -179,12 +179,12 @@ func (h *History) Detections() []Detection {
 	return slices.Clone(h.steps)
 }
 
-// Holder returns the client of an open hold of mutex, "" when none.
-func (h *History) Holder(mutex string) string {
+// Holder returns the client of an open hold of lock, "" when none.
+func (h *History) Holder(name string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := len(h.holds) - 1; i >= 0; i-- {
-		if hd := h.holds[i]; hd.Mutex == mutex && hd.Done == Open {
+		if hd := h.holds[i]; hd.Mutex == name && hd.Done == Open {
 			return hd.Client
 		}
 	}

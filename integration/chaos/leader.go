@@ -130,7 +130,7 @@ func (w *Worker) lead(lctx context.Context, l *lease.Lease, c *lease.Contender, 
 	}()
 	tok := l.Token()
 	// One increment per term, as Run's workers do, then a graceful Stop
-	// by RunLeader and a new Contender: the mutex changes hands.
+	// by RunLeader and a new Contender: the lock changes hands.
 	defer w.signalAgain()
 	for range 1 {
 		fv, ferr := w.Fenced.Read(w.Name, tok)

@@ -19,7 +19,7 @@ import (
 const (
 	envHub        = "SIMBA_CHAOS_HUB"   // the hub's socket
 	envName       = "SIMBA_CHAOS_NAME"  // contender id
-	envMutex      = "SIMBA_CHAOS_MUTEX" // the lane's mutex
+	envMutex      = "SIMBA_CHAOS_MUTEX" // the lane's lock
 	envStart      = "SIMBA_CHAOS_START" // the run's start on the system clock, ns
 	envTTL        = "SIMBA_CHAOS_TTL"
 	envTransition = "SIMBA_CHAOS_TRANSITION"
@@ -117,7 +117,7 @@ func (p *proc) terminate() error {
 }
 
 // ChildMain is a contender process of a campaign: it contends for the
-// lane's mutex with the store newStore returns (and the Manager options it
+// lane's lock with the store newStore returns (and the Manager options it
 // needs, nil for the campaign's ttl and transition) and increments the
 // lane's registers through the campaign's hub, until SIGTERM or until the
 // hub goes away. It returns the process's exit code.

@@ -39,13 +39,13 @@ type Hub struct {
 	errs             []error // malformed requests: a bug of the campaign
 }
 
-// NewHub listens on the Unix socket path for contender processes of mutex.
-func NewHub(path, mutex string, h *History, fenced, unfenced *Register) (*Hub, error) {
+// NewHub listens on the Unix socket path for contender processes of lock.
+func NewHub(path, name string, h *History, fenced, unfenced *Register) (*Hub, error) {
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: hub: %w", err)
 	}
-	hub := &Hub{ln: ln, mutex: mutex, h: h, fenced: fenced, unfenced: unfenced, conns: map[net.Conn]struct{}{}}
+	hub := &Hub{ln: ln, mutex: name, h: h, fenced: fenced, unfenced: unfenced, conns: map[net.Conn]struct{}{}}
 	hub.wg.Go(hub.accept)
 	return hub, nil
 }
@@ -242,9 +242,9 @@ func (rm *Remote) call(format string, args ...any) (string, error) {
 func (rm *Remote) Now() time.Duration { return SystemClock() - rm.start }
 
 // Begin records a hold at the hub.
-func (rm *Remote) Begin(mutex, client string, token uint64, sent, acquired time.Duration) *Hold {
+func (rm *Remote) Begin(name, client string, token uint64, sent, acquired time.Duration) *Hold {
 	_, _ = rm.call("B %s %d %d %d", client, token, int64(sent), int64(acquired))
-	return &Hold{Mutex: mutex, Client: client, Token: token, Sent: sent, Acquired: acquired, Done: Open}
+	return &Hold{Mutex: name, Client: client, Token: token, Sent: sent, Acquired: acquired, Done: Open}
 }
 
 // End records at the hub when hd's holder learned it ended.

@@ -20,7 +20,7 @@ type Recorder interface {
 	Now() time.Duration
 	Begin(mutex, client string, token uint64, sent, acquired time.Duration) *Hold
 	End(hd *Hold, done time.Duration, lost bool)
-	// Waiting records that client asked for mutex at since and waits,
+	// Waiting records that client asked for lock at since and waits,
 	// or with since < 0 that it no longer waits.
 	Waiting(mutex, client string, since time.Duration)
 }

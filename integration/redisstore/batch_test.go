@@ -14,7 +14,7 @@ import (
 	"github.com/simba-go/simba/redisstore"
 )
 
-// TestRenewManyOneCommandPerLease renews leases on many mutexes in one
+// TestRenewManyOneCommandPerLease renews leases on many locks in one
 // round trip: a grant the Store made is one PEXPIRE (no script), others
 // run the renew script (one call per slot on Redis Cluster), and results
 // are per request as Renew would give.
@@ -45,20 +45,20 @@ func TestRenewManyOneCommandPerLease(t *testing.T) {
 }
 
 // testRenewMany wants a PEXPIRE per own grant and a script call per slot
-// of the others (slotOf names a mutex's slot, as the server computes it)
+// of the others (slotOf names a lock's slot, as the server computes it)
 // in one round trip.
-func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(mutex string) int64) {
+func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(name string) int64) {
 	var reqs []lease.RenewRequest
 	for i := range 20 {
 		m := fmt.Sprintf("batch/%d", i)
 		tok := mustHold(t, st, m, "a").Token
-		reqs = append(reqs, lease.RenewRequest{Mutex: m, Contender: "a", Token: tok, TTL: 2 * ttl, Transition: tr})
+		reqs = append(reqs, lease.RenewRequest{Name: m, Contender: "a", Token: tok, TTL: 2 * ttl, Transition: tr})
 	}
 	tokB := mustHold(t, st, "batch/b", "b").Token
 	reqs = append(reqs,
-		lease.RenewRequest{Mutex: "batch/b", Contender: "a", Token: tokB, TTL: ttl, Transition: tr}, // b's
-		lease.RenewRequest{Mutex: "batch/none", Contender: "a", Token: 1, TTL: ttl, Transition: tr}, // never granted
-		lease.RenewRequest{Mutex: "", Contender: "a", Token: 1, TTL: ttl, Transition: tr},           // invalid
+		lease.RenewRequest{Name: "batch/b", Contender: "a", Token: tokB, TTL: ttl, Transition: tr}, // b's
+		lease.RenewRequest{Name: "batch/none", Contender: "a", Token: 1, TTL: ttl, Transition: tr}, // never granted
+		lease.RenewRequest{Name: "", Contender: "a", Token: 1, TTL: ttl, Transition: tr},           // invalid
 	)
 	slots := map[int64]bool{slotOf("batch/b"): true, slotOf("batch/none"): true}
 	if _, err := st.RenewMany(bg, reqs); err != nil { // loads the script where needed
@@ -70,12 +70,12 @@ func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(m
 		t.Fatal(err)
 	}
 	for i, r := range res[:20] {
-		want := lease.Record{Owner: "a", Token: reqs[i].Token, TTL: 2 * ttl, Transition: 2*ttl + tr, ServerTime: r.Record.ServerTime}
+		want := lease.Record{OwnerID: "a", Token: reqs[i].Token, TTL: 2 * ttl, Transition: 2*ttl + tr, ServerTime: r.Record.ServerTime}
 		if r.Err != nil || r.Record != want {
 			t.Errorf("result %d = %+v, want %+v", i, r, want)
 		}
 	}
-	if r := res[20]; !errors.Is(r.Err, lease.ErrNotHeld) || r.Record.Owner != "b" || r.Record.Token != tokB {
+	if r := res[20]; !errors.Is(r.Err, lease.ErrNotHeld) || r.Record.OwnerID != "b" || r.Record.Token != tokB {
 		t.Errorf("b's grant: %+v, want ErrNotHeld with b's record", r)
 	}
 	if r := res[21]; !errors.Is(r.Err, lease.ErrNotHeld) || r.Record != (lease.Record{ServerTime: r.Record.ServerTime}) {
@@ -90,10 +90,10 @@ func testRenewMany(t *testing.T, st *redisstore.Store, n *counter, slotOf func(m
 	}
 }
 
-// recordKeyOf is the record key of mutex under prefix, as keys.go lays it
+// recordKeyOf is the record key of lock under prefix, as keys.go lays it
 // out.
-func recordKeyOf(prefix, mutex string) string {
-	return prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(mutex)) + "}:r"
+func recordKeyOf(prefix, name string) string {
+	return prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(name)) + "}:r"
 }
 
 // counter counts scripts, PEXPIREs and client-level round trips.

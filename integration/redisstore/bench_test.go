@@ -20,7 +20,7 @@ import (
 // benchManager returns a Manager on a Store of its own client, as a
 // process of its own would have, with the given ttl (transition ttl/2).
 // The restart guard is off: the servers of the benchmarks are younger
-// than ttl + transition, and the guard would hold every mutex back until
+// than ttl + transition, and the guard would hold every lock back until
 // they are not (see WithRestartGuard).
 func benchManager(b *testing.B, srv *testserver.RedisServer, ttl time.Duration) *lease.Manager {
 	b.Helper()
@@ -54,7 +54,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 // BenchmarkHandoff: from one Manager's Release to the grant of another
-// Manager waiting on the mutex (its own client and subscription).
+// Manager waiting on the lock (its own client and subscription).
 func BenchmarkHandoff(b *testing.B) {
 	srv := privateRedis(b)
 	direct := dial(b, srv.Addr())
@@ -94,7 +94,7 @@ func BenchmarkHandoff(b *testing.B) {
 }
 
 // BenchmarkWaiters32: server commands per second while 32 Managers wait
-// for 5 s on a mutex a 33rd holds and renews (INFO total_commands_processed;
+// for 5 s on a lock a 33rd holds and renews (INFO total_commands_processed;
 // the INFO calls themselves are subtracted).
 func BenchmarkWaiters32(b *testing.B) {
 	for _, ttl := range []time.Duration{10 * time.Second, time.Second} {

@@ -41,7 +41,7 @@ func serverOps(tb testing.TB, c *redis.Client) (ops, infos int64) {
 }
 
 // BenchmarkCycleCost: server commands per uncontended acquire + release
-// through a Manager, on one mutex and over 10,000 fresh names.
+// through a Manager, on one lock and over 10,000 fresh names.
 func BenchmarkCycleCost(b *testing.B) {
 	for _, fresh := range []bool{false, true} {
 		b.Run(fmt.Sprintf("fresh=%v", fresh), func(b *testing.B) {

@@ -10,7 +10,7 @@ import (
 
 // TestUncontendedCycleCost: an uncontended acquire and release through a
 // Manager costs the server at most 8 commands (each script and every
-// command it runs), with no INFO, on a mutex used before and on fresh
+// command it runs), with no INFO, on a lock used before and on fresh
 // names.
 func TestUncontendedCycleCost(t *testing.T) {
 	t.Parallel()
@@ -63,7 +63,7 @@ func TestRenewalCost(t *testing.T) {
 	var reqs []lease.RenewRequest
 	for i := range 50 {
 		m := fmt.Sprintf("held/%d", i)
-		reqs = append(reqs, lease.RenewRequest{Mutex: m, Contender: "a", Token: mustHold(t, s, m, "a").Token, TTL: ttl, Transition: tr})
+		reqs = append(reqs, lease.RenewRequest{Name: m, Contender: "a", Token: mustHold(t, s, m, "a").Token, TTL: ttl, Transition: tr})
 	}
 	before, _ := serverOps(t, direct)
 	res, err := s.RenewMany(bg, reqs)

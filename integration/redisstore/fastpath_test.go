@@ -9,14 +9,14 @@ import (
 	"github.com/simba-go/simba/redisstore"
 )
 
-// The acquire and release scripts take a fast path for a mutex nobody
+// The acquire and release scripts take a fast path for a lock nobody
 // waits for or observes (acquirefast.lua, releasefast.lua). These tests
-// pin what that path must leave to the full scripts: a mutex that is
+// pin what that path must leave to the full scripts: a lock that is
 // observed, or whose queue may hold waiters, after the record was written
 // by a grant of this server life (the only records the fast path reads).
 
 // TestFastPathLeavesObservedMutexes: an observer hears every grant and
-// release of a mutex, also after the first grant and release made its
+// release of a lock, also after the first grant and release made its
 // record one the fast path could read.
 func TestFastPathLeavesObservedMutexes(t *testing.T) {
 	t.Parallel()
@@ -25,17 +25,17 @@ func TestFastPathLeavesObservedMutexes(t *testing.T) {
 	obs := watch(t, s, "o", "")
 	for i := range 3 {
 		tok := mustHold(t, s, "o", "a").Token
-		wantEvent(t, fmt.Sprint("grant ", i+1), obs, lease.Event{Mutex: "o", Owner: "a", Token: tok})
+		wantEvent(t, fmt.Sprint("grant ", i+1), obs, lease.Event{Name: "o", OwnerID: "a", Token: tok})
 		if err := s.Release(bg, "o", "a", tok); err != nil {
 			t.Fatal(err)
 		}
-		wantEvent(t, fmt.Sprint("release ", i+1), obs, lease.Event{Mutex: "o"})
+		wantEvent(t, fmt.Sprint("release ", i+1), obs, lease.Event{Name: "o"})
 	}
 }
 
 // TestFastPathLeavesQueuedMutexes: a waiter stays queued while a
-// contender takes the mutex after the previous grant lapsed (no hand-off
-// reserved it), and that contender's release reserves the mutex for the
+// contender takes the lock after the previous grant lapsed (no hand-off
+// reserved it), and that contender's release reserves the lock for the
 // waiter: a third contender is refused.
 func TestFastPathLeavesQueuedMutexes(t *testing.T) {
 	t.Parallel()
@@ -51,7 +51,7 @@ func TestFastPathLeavesQueuedMutexes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Owner == "" {
+		if rec.OwnerID == "" {
 			break
 		}
 		time.Sleep(ttl / 10)
@@ -61,7 +61,7 @@ func TestFastPathLeavesQueuedMutexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rec, err := s.Acquire(bg, "q", "d", ttl, tr); err != nil || rec.Held("d") {
-		t.Fatalf("d's Acquire while the mutex is reserved for the waiter b: %+v, %v", rec, err)
+		t.Fatalf("d's Acquire while the lock is reserved for the waiter b: %+v, %v", rec, err)
 	}
 	if rec, err := s.Acquire(bg, "q", "b", long, long); err != nil || !rec.Held("b") {
 		t.Fatalf("b's Acquire in its turn: %+v, %v", rec, err)

@@ -57,7 +57,7 @@ func TestWatchClosesWhenSubscriptionBreaks(t *testing.T) {
 	}
 	obs := watch(t, s, "k", "")
 	tok := mustHold(t, s, "k", "a").Token
-	wantEvent(t, "after a new Watch", obs, lease.Event{Mutex: "k", Owner: "a", Token: tok})
+	wantEvent(t, "after a new Watch", obs, lease.Event{Name: "k", OwnerID: "a", Token: tok})
 }
 
 // TestSubscriberKilledWaiterStillAcquires: with the waiter's subscription
@@ -122,7 +122,7 @@ func TestSubscriberKilledWaiterStillAcquires(t *testing.T) {
 }
 
 // TestPartitionedHolderToldFirst: a holder cut off by a black-holing proxy
-// sees Done() before another contender is granted the mutex. The other
+// sees Done() before another contender is granted the lock. The other
 // contender asks every few milliseconds, so a grant that lapses on the
 // server before the holder's deadline is caught.
 func TestPartitionedHolderToldFirst(t *testing.T) {
@@ -172,7 +172,7 @@ func TestWaitReplicas(t *testing.T) {
 	if !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("Acquire without a replica: %v, want ErrNotReplicated", err)
 	}
-	if rec, err := s.Get(bg, "r"); err != nil || rec.Owner != "a" {
+	if rec, err := s.Get(bg, "r"); err != nil || rec.OwnerID != "a" {
 		t.Fatalf("the unconfirmed grant: %+v, %v; want it applied on the primary", rec, err)
 	}
 	mustLose(t, s, "r", "b") // a loser is not waited for
@@ -276,8 +276,8 @@ func TestServerDownIsUnknownOutcome(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if rec := mustLose(t, s, "down", "b"); rec.Owner != "" || rec.Transition <= 0 {
-		t.Fatalf("a new mutex on a server just started: %+v, want it held back by the restart guard", rec)
+	if rec := mustLose(t, s, "down", "b"); rec.OwnerID != "" || rec.Transition <= 0 {
+		t.Fatalf("a new lock on a server just started: %+v, want it held back by the restart guard", rec)
 	}
 	settled(t, srv.Addr())
 	mustHold(t, s, "down", "b")

@@ -12,7 +12,7 @@ import (
 	"github.com/simba-go/simba/redisstore"
 )
 
-// TestListPage (issue 21): ListPage finds every held mutex of the Store's
+// TestListPage (issue 21): ListPage finds every held lock of the Store's
 // prefix, a page at a time, with its record, and no free one nor one of
 // another prefix; on a cluster it scans every master.
 func TestListPage(t *testing.T) {
@@ -69,10 +69,10 @@ func testListPage(t *testing.T, s, other *redisstore.Store) {
 		}
 		pages++
 		for _, r := range page {
-			if r.Owner != "c" || r.TTL <= 0 || r.Transition < r.TTL {
-				t.Errorf("listed %q with record %+v, want held by c", r.Mutex, r.Record)
+			if r.OwnerID != "c" || r.TTL <= 0 || r.Transition < r.TTL {
+				t.Errorf("listed %q with record %+v, want held by c", r.Name, r.Record)
 			}
-			got[r.Mutex] = r.Token
+			got[r.Name] = r.Token
 		}
 		if next == "" {
 			break
@@ -83,10 +83,10 @@ func testListPage(t *testing.T, s, other *redisstore.Store) {
 		cursor = next
 	}
 	if !maps.Equal(got, want) {
-		t.Errorf("listed %d mutexes %v, want the %d held ones %v", len(got), slices.Sorted(maps.Keys(got)), len(want), slices.Sorted(maps.Keys(want)))
+		t.Errorf("listed %d locks %v, want the %d held ones %v", len(got), slices.Sorted(maps.Keys(got)), len(want), slices.Sorted(maps.Keys(want)))
 	}
 	if pages < 2 {
-		t.Errorf("%d held mutexes came in %d page with limit 7", len(want), pages)
+		t.Errorf("%d held locks came in %d page with limit 7", len(want), pages)
 	}
 	for _, bad := range []struct {
 		cursor string

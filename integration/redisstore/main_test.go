@@ -107,26 +107,26 @@ func wantAllExpire(t testing.TB, c *redis.Client, prefix string) {
 	}
 }
 
-func mustHold(t testing.TB, s lease.Store, mutex, contender string) lease.Record {
+func mustHold(t testing.TB, s lease.Store, name, contender string) lease.Record {
 	t.Helper()
-	rec, err := s.Acquire(bg, mutex, contender, ttl, tr)
+	rec, err := s.Acquire(bg, name, contender, ttl, tr)
 	if err != nil {
-		t.Fatalf("Acquire(%q, %q): %v", mutex, contender, err)
+		t.Fatalf("Acquire(%q, %q): %v", name, contender, err)
 	}
 	if !rec.Held(contender) {
-		t.Fatalf("Acquire(%q, %q) lost: %+v", mutex, contender, rec)
+		t.Fatalf("Acquire(%q, %q) lost: %+v", name, contender, rec)
 	}
 	return rec
 }
 
-func mustLose(t testing.TB, s lease.Store, mutex, contender string) lease.Record {
+func mustLose(t testing.TB, s lease.Store, name, contender string) lease.Record {
 	t.Helper()
-	rec, err := s.Acquire(bg, mutex, contender, ttl, tr)
+	rec, err := s.Acquire(bg, name, contender, ttl, tr)
 	if err != nil {
-		t.Fatalf("Acquire(%q, %q): %v", mutex, contender, err)
+		t.Fatalf("Acquire(%q, %q): %v", name, contender, err)
 	}
 	if rec.Held(contender) {
-		t.Fatalf("Acquire(%q, %q) won: %+v", mutex, contender, rec)
+		t.Fatalf("Acquire(%q, %q) won: %+v", name, contender, rec)
 	}
 	return rec
 }
@@ -162,7 +162,7 @@ func grantKeyOf(t testing.TB, c *redis.Client, prefix string, tok uint64) string
 }
 
 // The servers of the tests, each up for long enough that the restart guard
-// (see WithRestartGuard) no longer holds back new mutexes with the tests'
+// (see WithRestartGuard) no longer holds back new locks with the tests'
 // timings.
 
 func sharedRedis(t testing.TB) *testserver.RedisServer {
@@ -186,7 +186,7 @@ func sharedCluster(t testing.TB) *testserver.ClusterServer {
 	return srv
 }
 
-// settledUptime is longer than the guard holds back a mutex whose ttl +
+// settledUptime is longer than the guard holds back a lock whose ttl +
 // transition is at most 1.5 s (the guard counts uptime minus one second).
 const settledUptime = 3
 

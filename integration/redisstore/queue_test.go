@@ -9,7 +9,7 @@ import (
 	"github.com/simba-go/simba/redisstore"
 )
 
-// TestReleaseHandsOffInQueueOrder: a release holds the mutex for the
+// TestReleaseHandsOffInQueueOrder: a release holds the lock for the
 // longest waiter; a later arrival is told to wait out the window.
 func TestReleaseHandsOffInQueueOrder(t *testing.T) {
 	t.Parallel()
@@ -22,10 +22,10 @@ func TestReleaseHandsOffInQueueOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := s.Get(bg, "q")
-	if err != nil || rec.Owner != "" || rec.Transition <= 0 || rec.Transition > ttl+tr {
+	if err != nil || rec.OwnerID != "" || rec.Transition <= 0 || rec.Transition > ttl+tr {
 		t.Fatalf("Get after release = %+v, %v; want free, held back for at most b's span", rec, err)
 	}
-	if rec := mustLose(t, s, "q", "c"); rec.Owner != "" || rec.Transition <= 0 {
+	if rec := mustLose(t, s, "q", "c"); rec.OwnerID != "" || rec.Transition <= 0 {
 		t.Fatalf("c during b's window: %+v, want an empty owner and a wait", rec)
 	}
 	b := mustHold(t, s, "q", "b")
@@ -40,7 +40,7 @@ func TestReleaseHandsOffInQueueOrder(t *testing.T) {
 }
 
 // TestCrashedWaiterExpires: a waiter that stops asking leaves the queue
-// after 2 × (ttl + transition) and is not handed the mutex.
+// after 2 × (ttl + transition) and is not handed the lock.
 func TestCrashedWaiterExpires(t *testing.T) {
 	t.Parallel()
 	s := shared(t, redisstore.WithHandoff(time.Minute))
@@ -61,7 +61,7 @@ func TestCrashedWaiterExpires(t *testing.T) {
 }
 
 // TestNoShowPassesTheTurn: a head that does not come within its window
-// leaves the queue; the next waiter is woken and may take the mutex.
+// leaves the queue; the next waiter is woken and may take the lock.
 func TestNoShowPassesTheTurn(t *testing.T) {
 	t.Parallel()
 	s := shared(t, redisstore.WithHandoff(100*time.Millisecond))
@@ -75,9 +75,9 @@ func TestNoShowPassesTheTurn(t *testing.T) {
 	wantNoEvent(t, "c during noshow's window", c)
 	time.Sleep(100 * time.Millisecond)
 	mustLose(t, s, "n", "d") // notices the lapse: c's turn, c is woken
-	wantEvent(t, "c after the lapse", c, lease.Event{Mutex: "n"})
+	wantEvent(t, "c after the lapse", c, lease.Event{Name: "n"})
 	mustHold(t, s, "n", "c")
-	if rec := mustLose(t, s, "n", "noshow"); rec.Owner != "c" {
+	if rec := mustLose(t, s, "n", "noshow"); rec.OwnerID != "c" {
 		t.Fatalf("noshow came back to %+v", rec)
 	}
 }
@@ -98,7 +98,7 @@ func TestReleaseWithdraws(t *testing.T) {
 			t.Fatalf("Release(%s, %d) = %v, want ErrNotHeld", who.c, who.tok, err)
 		}
 	}
-	if rec, err := s.Get(bg, "w"); err != nil || rec.Owner != "a" || rec.Token != tok {
+	if rec, err := s.Get(bg, "w"); err != nil || rec.OwnerID != "a" || rec.Token != tok {
 		t.Fatalf("withdrawals disturbed the owner: %+v, %v", rec, err)
 	}
 	if err := s.Release(bg, "w", "a", tok); err != nil {
@@ -126,14 +126,14 @@ func TestRenewNeverReacquires(t *testing.T) {
 		t.Fatalf("Renew with another token: %v", err)
 	}
 	rec, err = s.Renew(bg, "r", "b", tok, ttl, tr)
-	if !errors.Is(err, lease.ErrNotHeld) || rec.Owner != "a" || rec.Token != tok {
+	if !errors.Is(err, lease.ErrNotHeld) || rec.OwnerID != "a" || rec.Token != tok {
 		t.Fatalf("Renew by b = %+v, %v; want ErrNotHeld and a's record", rec, err)
 	}
 	time.Sleep(2*ttl + tr + 20*time.Millisecond)
 	if _, err := s.Renew(bg, "r", "a", tok, ttl, tr); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("late Renew: %v", err)
 	}
-	if rec, err := s.Get(bg, "r"); err != nil || rec.Owner != "" {
+	if rec, err := s.Get(bg, "r"); err != nil || rec.OwnerID != "" {
 		t.Fatalf("late Renew re-acquired: %+v, %v", rec, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // TestPromotedReplicaHasEveryCountedRenewal: with WithWaitReplicas, a
 // holder counts a renewal only once the replica acknowledged it. The
 // replication link is cut (the replica falls behind) and the replica is
-// promoted; a contender on the new primary must not be granted the mutex
+// promoted; a contender on the new primary must not be granted the lock
 // while the holder still believes it holds it.
 func TestPromotedReplicaHasEveryCountedRenewal(t *testing.T) {
 	t.Parallel()

@@ -22,34 +22,34 @@ const (
 	span    = holdTTL + holdTr
 )
 
-// grant acquires mutex for contender with the restart tests' timings,
+// grant acquires lock for contender with the restart tests' timings,
 // returning the record and when the request was sent.
-func grant(t testing.TB, s lease.Store, mutex, contender string) (lease.Record, time.Time) {
+func grant(t testing.TB, s lease.Store, name, contender string) (lease.Record, time.Time) {
 	t.Helper()
 	sent := time.Now()
-	rec, err := s.Acquire(bg, mutex, contender, holdTTL, holdTr)
+	rec, err := s.Acquire(bg, name, contender, holdTTL, holdTr)
 	if err != nil || !rec.Held(contender) {
-		t.Fatalf("Acquire(%q, %q) = %+v, %v; want a grant", mutex, contender, rec, err)
+		t.Fatalf("Acquire(%q, %q) = %+v, %v; want a grant", name, contender, rec, err)
 	}
 	return rec, sent
 }
 
-// notBefore asks for mutex as contender every few milliseconds until it is
+// notBefore asks for lock as contender every few milliseconds until it is
 // granted, and fails when that happens before believed ends: the moment
 // until which a holder whose grant the server lost still believes it
 // holds. It returns the grant.
-func notBefore(t testing.TB, s lease.Store, mutex, contender string, believed time.Time, holder lease.Record) lease.Record {
+func notBefore(t testing.TB, s lease.Store, name, contender string, believed time.Time, holder lease.Record) lease.Record {
 	t.Helper()
 	for deadline := time.Now().Add(span + 10*time.Second); ; time.Sleep(5 * time.Millisecond) {
-		rec, err := s.Acquire(bg, mutex, contender, holdTTL, holdTr)
+		rec, err := s.Acquire(bg, name, contender, holdTTL, holdTr)
 		now := time.Now()
 		if err == nil && rec.Held(contender) {
 			if now.Before(believed) {
 				t.Fatalf("%s granted token %d while %s's lost grant (token %d) is believed for %v more",
-					contender, rec.Token, holder.Owner, holder.Token, believed.Sub(now).Round(time.Millisecond))
+					contender, rec.Token, holder.OwnerID, holder.Token, believed.Sub(now).Round(time.Millisecond))
 			}
 			if rec.Token <= holder.Token {
-				t.Fatalf("%s's token %d after %s's %d", contender, rec.Token, holder.Owner, holder.Token)
+				t.Fatalf("%s's token %d after %s's %d", contender, rec.Token, holder.OwnerID, holder.Token)
 			}
 			return rec
 		}
@@ -59,9 +59,9 @@ func notBefore(t testing.TB, s lease.Store, mutex, contender string, believed ti
 	}
 }
 
-// TestSnapshotRestartHoldsBack: the mutex's record (and counter) is in an
+// TestSnapshotRestartHoldsBack: the lock's record (and counter) is in an
 // RDB snapshot, a later grant is not; Redis restarts from the snapshot.
-// Nobody is granted the mutex while the lost grant's holder may still
+// Nobody is granted the lock while the lost grant's holder may still
 // believe it holds.
 func TestSnapshotRestartHoldsBack(t *testing.T) {
 	t.Parallel()
@@ -83,11 +83,11 @@ func TestSnapshotRestartHoldsBack(t *testing.T) {
 }
 
 // TestSnapshotRestartWithoutRecordHoldsBack: the snapshot holds another
-// mutex's grant (so the epoch key is there), not the first grant of "n",
+// lock's grant (so the epoch key is there), not the first grant of "n",
 // made later; Redis restarts from the snapshot, "n" has no record at all.
 // Nobody is granted "n" while its lost grant's holder may still believe
 // it holds (the server is younger than that grant: the fast path of a
-// mutex without a record must leave it to the full script).
+// lock without a record must leave it to the full script).
 func TestSnapshotRestartWithoutRecordHoldsBack(t *testing.T) {
 	t.Parallel()
 	srv := privateRedis(t)
@@ -138,7 +138,7 @@ func TestSnapshotRestoredGrantNotReused(t *testing.T) {
 // TestAOFRestartHoldsBack: Redis with appendfsync everysec is killed and
 // its AOF lost the last writes (what a crash of the machine does within
 // the second before an fsync), among them a grant. Nobody is granted the
-// mutex while that grant's holder may still believe it holds.
+// lock while that grant's holder may still believe it holds.
 func TestAOFRestartHoldsBack(t *testing.T) {
 	t.Parallel()
 	srv := testserver.PrivateRedis(t, testserver.RedisAOF())
@@ -193,8 +193,8 @@ func fileSize(t testing.TB, path string) int64 {
 }
 
 // TestFlushHoldsBack: FLUSHALL, then FLUSHDB, wipe a live grant (and the
-// mutex's counter) on a server that has been up for long. Nobody is
-// granted the mutex while the wiped grant's holder may still believe it
+// lock's counter) on a server that has been up for long. Nobody is
+// granted the lock while the wiped grant's holder may still believe it
 // holds.
 func TestFlushHoldsBack(t *testing.T) {
 	t.Parallel()

@@ -11,7 +11,7 @@ import (
 
 // TestLongHoldOutlivesRetention: a lease held (and renewed by PEXPIRE)
 // for longer than the retention keeps its record, so nobody else is
-// granted the mutex, also when waiters' Stores have another retention.
+// granted the lock, also when waiters' Stores have another retention.
 func TestLongHoldOutlivesRetention(t *testing.T) {
 	t.Parallel()
 	srv := privateRedis(t)
@@ -37,7 +37,7 @@ func TestLongHoldOutlivesRetention(t *testing.T) {
 		default:
 		}
 		for i, o := range others {
-			if rec := mustLose(t, o, "long", fmt.Sprintf("other%d", i)); rec.Owner != l.Owner().ID || rec.Token != l.Token() {
+			if rec := mustLose(t, o, "long", fmt.Sprintf("other%d", i)); rec.OwnerID != l.Owner().ID || rec.Token != l.Token() {
 				t.Fatalf("while held: %+v, want the holder's grant", rec)
 			}
 		}

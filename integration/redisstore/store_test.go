@@ -80,7 +80,7 @@ func setRecordField(t testing.TB, c *redis.Client, key string, i int, v string) 
 
 // TestOddNamesNeverCollide holds each of a set of names that a careless
 // encoding would confuse, each by its own contender, and checks that every
-// key of a mutex carries the same hash tag.
+// key of a lock carries the same hash tag.
 func TestOddNamesNeverCollide(t *testing.T) {
 	t.Parallel()
 	srv := sharedRedis(t)
@@ -94,7 +94,7 @@ func TestOddNamesNeverCollide(t *testing.T) {
 	}
 	for i, n := range names {
 		rec, err := s.Get(bg, n)
-		if err != nil || rec.Owner != "c"+string(rune('A'+i)) {
+		if err != nil || rec.OwnerID != "c"+string(rune('A'+i)) {
 			t.Errorf("Get(%q) = %+v, %v; want the owner c%c", n, rec, err, 'A'+i)
 		}
 	}
@@ -175,7 +175,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: error %v, want %v", b.what, err, b.err)
 		}
 	}
-	res, err := s.RenewMany(bg, []lease.RenewRequest{{Mutex: "", Contender: "a", Token: 1, TTL: ttl}})
+	res, err := s.RenewMany(bg, []lease.RenewRequest{{Name: "", Contender: "a", Token: 1, TTL: ttl}})
 	if err != nil || len(res) != 1 || !errors.Is(res[0].Err, lease.ErrInvalidName) {
 		t.Errorf("RenewMany of a bad name = %v, %v", res, err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/simba-go/simba/redisstore"
 )
 
-// childEnv makes the test binary a waiter process: "addr prefix mutex".
+// childEnv makes the test binary a waiter process: "addr prefix lock".
 const childEnv = "REDISSTORE_TEST_WAITER"
 
 // Timings of TestCrashedHeadWaiter: the old owner's transition ends long
@@ -27,7 +27,7 @@ const (
 	crashWindow = 100 * time.Millisecond
 )
 
-// childWaiter waits for a mutex as the contender "child" through a
+// childWaiter waits for a lock as the contender "child" through a
 // Manager, as `simba run` does, after saying on stdout that it is queued.
 // It never returns by itself: the test kills it.
 func childWaiter() {
@@ -54,8 +54,8 @@ func childWaiter() {
 }
 
 // TestCrashedHeadWaiter: the waiter at the head of the queue is a process
-// killed with SIGKILL. A release reserves the mutex for it and wakes it;
-// the next live waiter must get the mutex about one hand-off window later,
+// killed with SIGKILL. A release reserves the lock for it and wakes it;
+// the next live waiter must get the lock about one hand-off window later,
 // not at the old owner's transition end (seconds later).
 func TestCrashedHeadWaiter(t *testing.T) {
 	t.Parallel()
@@ -94,7 +94,7 @@ func TestCrashedHeadWaiter(t *testing.T) {
 	waitFor(t, "the waiter process's subscription", func() bool { return pubsubConnsOf(t, direct, "child") == 1 })
 
 	ws := store("next")
-	if rec := mustLoseFor(t, ws, "job", "next"); rec.Owner != "holder" { // queued after the child
+	if rec := mustLoseFor(t, ws, "job", "next"); rec.OwnerID != "holder" { // queued after the child
 		t.Fatalf("next's first attempt: %+v", rec)
 	}
 	got := make(chan time.Time, 1)
@@ -127,11 +127,11 @@ func TestCrashedHeadWaiter(t *testing.T) {
 }
 
 // mustLoseFor is mustLose with the crash test's timings.
-func mustLoseFor(t testing.TB, s lease.Store, mutex, contender string) lease.Record {
+func mustLoseFor(t testing.TB, s lease.Store, name, contender string) lease.Record {
 	t.Helper()
-	rec, err := s.Acquire(bg, mutex, contender, crashTTL, crashTr)
+	rec, err := s.Acquire(bg, name, contender, crashTTL, crashTr)
 	if err != nil || rec.Held(contender) {
-		t.Fatalf("Acquire(%q, %q) = %+v, %v; want a loss", mutex, contender, rec, err)
+		t.Fatalf("Acquire(%q, %q) = %+v, %v; want a loss", name, contender, rec, err)
 	}
 	return rec
 }

@@ -14,13 +14,13 @@ import (
 )
 
 // watch subscribes for the rest of the test.
-func watch(t testing.TB, s *redisstore.Store, mutex, contender string) <-chan lease.Event {
+func watch(t testing.TB, s *redisstore.Store, name, contender string) <-chan lease.Event {
 	t.Helper()
 	ctx, cancel := context.WithCancel(bg)
 	t.Cleanup(cancel)
-	ch, err := s.Watch(ctx, mutex, contender)
+	ch, err := s.Watch(ctx, name, contender)
 	if err != nil {
-		t.Fatalf("Watch(%q, %q): %v", mutex, contender, err)
+		t.Fatalf("Watch(%q, %q): %v", name, contender, err)
 	}
 	return ch
 }
@@ -84,7 +84,7 @@ func testWakesOnlyTheHead(t *testing.T, s *redisstore.Store) {
 	cancel()
 	time.Sleep(300 * time.Millisecond)
 	tok := mustHold(t, s, "h", "a").Token
-	wantEvent(t, "observer on a's grant", obs, lease.Event{Mutex: "h", Owner: "a", Token: tok})
+	wantEvent(t, "observer on a's grant", obs, lease.Event{Name: "h", OwnerID: "a", Token: tok})
 	mustLose(t, s, "h", "b")
 	mustLose(t, s, "h", "c")
 	b1, b2, c := watch(t, s, "h", "b"), watch(t, s, "h", "b"), watch(t, s, "h", "c")
@@ -92,13 +92,13 @@ func testWakesOnlyTheHead(t *testing.T, s *redisstore.Store) {
 	if err := s.Release(bg, "h", "a", tok); err != nil {
 		t.Fatal(err)
 	}
-	wantEvent(t, "observer on the release", obs, lease.Event{Mutex: "h"})
-	wantEvent(t, "head", b1, lease.Event{Mutex: "h"})
-	wantEvent(t, "head's second watch", b2, lease.Event{Mutex: "h"})
+	wantEvent(t, "observer on the release", obs, lease.Event{Name: "h"})
+	wantEvent(t, "head", b1, lease.Event{Name: "h"})
+	wantEvent(t, "head's second watch", b2, lease.Event{Name: "h"})
 	wantNoEvent(t, "second waiter", c)
 	wantNoEvent(t, "another mutex", other)
 	tok = mustHold(t, s, "h", "b").Token
-	wantEvent(t, "observer on b's grant", obs, lease.Event{Mutex: "h", Owner: "b", Token: tok})
+	wantEvent(t, "observer on b's grant", obs, lease.Event{Name: "h", OwnerID: "b", Token: tok})
 	time.Sleep(window) // past the window: c's wake-up was cancelled by b's grant
 	wantNoEvent(t, "c after b's grant", c)
 }

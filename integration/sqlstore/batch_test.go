@@ -11,7 +11,7 @@ import (
 
 // TestRenewMany (issue 18): one Store renews many grants in one statement
 // per chunk of 500 (on MySQL and SQLite an UPDATE and a read), in order,
-// with per-grant results: a stale token, an unknown mutex and a token of 0
+// with per-grant results: a stale token, an unknown lock and a token of 0
 // are ErrNotHeld and change nothing; the others are renewed.
 func TestRenewMany(t *testing.T) {
 	forEach(t, func(t *testing.T, d dialect) {
@@ -35,13 +35,13 @@ func TestRenewMany(t *testing.T) {
 			if err != nil || !r.Held("a") {
 				t.Fatalf("Acquire(%s) = %+v, %v", name, r, err)
 			}
-			reqs = append(reqs, lease.RenewRequest{Mutex: name, Contender: "a", Token: r.Token, TTL: ttl, Transition: tr})
+			reqs = append(reqs, lease.RenewRequest{Name: name, Contender: "a", Token: r.Token, TTL: ttl, Transition: tr})
 		}
 		reqs[7].Token++ // stale
 		reqs = append(reqs,
-			lease.RenewRequest{Mutex: "batch/unknown", Contender: "a", Token: 1, TTL: ttl, Transition: tr},
-			lease.RenewRequest{Mutex: "batch/1", Contender: "a", Token: 0, TTL: ttl, Transition: tr},
-			lease.RenewRequest{Mutex: "batch/2", Contender: "b", Token: reqs[2].Token, TTL: ttl, Transition: tr})
+			lease.RenewRequest{Name: "batch/unknown", Contender: "a", Token: 1, TTL: ttl, Transition: tr},
+			lease.RenewRequest{Name: "batch/1", Contender: "a", Token: 0, TTL: ttl, Transition: tr},
+			lease.RenewRequest{Name: "batch/2", Contender: "b", Token: reqs[2].Token, TTL: ttl, Transition: tr})
 		rt.Store(0)
 		res, err := s.RenewMany(ctx, reqs)
 		if err != nil || len(res) != len(reqs) {
@@ -55,12 +55,12 @@ func TestRenewMany(t *testing.T) {
 			notHeld := i == 7 || i >= n
 			switch {
 			case notHeld && !errors.Is(r.Err, lease.ErrNotHeld):
-				t.Errorf("result %d (%s, %s, %d) = %+v, want ErrNotHeld", i, req.Mutex, req.Contender, req.Token, r)
-			case !notHeld && (r.Err != nil || r.Record.Owner != "a" || r.Record.Token != req.Token || r.Record.TTL <= short):
-				t.Errorf("result %d (%s) = %+v, want renewed to about %v", i, req.Mutex, r, ttl)
+				t.Errorf("result %d (%s, %s, %d) = %+v, want ErrNotHeld", i, req.Name, req.Contender, req.Token, r)
+			case !notHeld && (r.Err != nil || r.Record.OwnerID != "a" || r.Record.Token != req.Token || r.Record.TTL <= short):
+				t.Errorf("result %d (%s) = %+v, want renewed to about %v", i, req.Name, r, ttl)
 			}
 		}
-		if r := res[7].Record; r.Owner != "a" || r.Token != reqs[7].Token-1 {
+		if r := res[7].Record; r.OwnerID != "a" || r.Token != reqs[7].Token-1 {
 			t.Errorf("stale renewal reported %+v, want the current grant (a, %d)", r, reqs[7].Token-1)
 		}
 		if r, err := s.Get(ctx, "batch/7"); err != nil || r.TTL > short {

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkHandoffK: K contenders, each a Manager on a Store and pool of
-// its own (as K processes), loop on one mutex as the benchmark of bench/
+// its own (as K processes), loop on one lock as the benchmark of bench/
 // does: lock, hold 1 ms, unlock, wait until another one holds it, lock
 // again. b.N hand-offs. Reports the gap from a release to the next grant
 // (p50, p99), statements per hand-off as the server counts them and as
@@ -57,7 +57,7 @@ type handoffs struct {
 }
 
 // runHandoffs: k contenders, each a Manager on a Store and pool of its own
-// (as k processes), loop on one mutex as the benchmark of bench/ does:
+// (as k processes), loop on one lock as the benchmark of bench/ does:
 // lock, hold 1 ms, unlock, wait until another one holds it, lock again,
 // until n hand-offs have been made. Statements are counted from the
 // warm-up's last hand-off on (from before the first Lock when warm is 0,
@@ -178,7 +178,7 @@ func runHandoffs(tb testing.TB, d dialect, k, n, warm int) handoffs {
 }
 
 // TestStatementsPerHandoff (issue 18): at K = 8 and 32 contenders on one
-// mutex, once every contender has come, a hand-off on MariaDB costs at
+// lock, once every contender has come, a hand-off on MariaDB costs at
 // most 4 statements as bench/ counts them: the release (which lets the
 // holder's doorbell go), the next one's Acquire, the previous holder's
 // Acquire that queues it again and its doorbell's wait; allow an eighth

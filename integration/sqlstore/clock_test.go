@@ -58,7 +58,7 @@ func checkFollows(t *testing.T, rs []reading) {
 	}
 }
 
-// TestServerTimeFollowsRealTime (issue 15): every record of a held mutex
+// TestServerTimeFollowsRealTime (issue 15): every record of a held lock
 // reports the server's clock at the statement (now_ms), and it advances
 // with real time, as the lease's clock step detector assumes.
 func TestServerTimeFollowsRealTime(t *testing.T) {
@@ -74,7 +74,7 @@ func TestServerTimeFollowsRealTime(t *testing.T) {
 			rs = append(rs, readClock(t, "Renew", func() (lease.Record, error) { return s.Renew(ctx, mx, "a", tok, ttl, tr) }))
 			rs = append(rs, readClock(t, "Get", func() (lease.Record, error) { return s.Get(ctx, mx) }))
 			rs = append(rs, readClock(t, "RenewMany", func() (lease.Record, error) {
-				res, err := s.RenewMany(ctx, []lease.RenewRequest{{Mutex: mx, Contender: "a", Token: tok, TTL: ttl, Transition: tr}})
+				res, err := s.RenewMany(ctx, []lease.RenewRequest{{Name: mx, Contender: "a", Token: tok, TTL: ttl, Transition: tr}})
 				if err != nil {
 					return lease.Record{}, err
 				}
@@ -96,13 +96,13 @@ func TestSQLiteClockOffset(t *testing.T) {
 	s := sqlite.newStore(t, sqlite.migrated(t), sqlstore.WithSQLiteClockOffset(clock))
 	const mx = "clock/stepped"
 	a := readClock(t, "Acquire", func() (lease.Record, error) { return s.Acquire(ctx, mx, "a", ttl, tr) })
-	if a.rec.Owner != "a" {
+	if a.rec.OwnerID != "a" {
 		t.Fatalf("Acquire = %+v", a.rec)
 	}
 	step := ttl + tr
 	offset.Store(int64(step))
 	g := readClock(t, "Get", func() (lease.Record, error) { return s.Get(ctx, mx) })
-	if g.rec.Owner != "" {
+	if g.rec.OwnerID != "" {
 		t.Errorf("Get after a forward step of %v = %+v, want the grant ended", step, g.rec)
 	}
 	served := g.rec.ServerTime.Sub(a.rec.ServerTime)

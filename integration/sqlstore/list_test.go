@@ -51,10 +51,10 @@ func TestListPage(t *testing.T) {
 				t.Fatalf("page %d has %d names with limit 4", pages, len(page))
 			}
 			for _, r := range page {
-				if r.Owner != "o" || r.Token != tokens[r.Mutex] || r.TTL <= 0 || r.Transition < r.TTL {
-					t.Errorf("listed %q with %+v, want held by o with token %d", r.Mutex, r.Record, tokens[r.Mutex])
+				if r.OwnerID != "o" || r.Token != tokens[r.Name] || r.TTL <= 0 || r.Transition < r.TTL {
+					t.Errorf("listed %q with %+v, want held by o with token %d", r.Name, r.Record, tokens[r.Name])
 				}
-				got = append(got, r.Mutex)
+				got = append(got, r.Name)
 			}
 			if next == "" {
 				break

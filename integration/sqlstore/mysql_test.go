@@ -16,14 +16,14 @@ type mysqlRow struct {
 	token, version                int64
 }
 
-func readMySQLRow(t *testing.T, db *sql.DB, mutex string) mysqlRow {
+func readMySQLRow(t *testing.T, db *sql.DB, name string) mysqlRow {
 	t.Helper()
 	var r mysqlRow
 	err := db.QueryRowContext(t.Context(),
-		"SELECT owner_id, acquired_at, ttl_at, transition_at, token, version FROM simba_mutex WHERE mutex = ?", mutex).
+		"SELECT owner_id, acquired_at, ttl_at, transition_at, token, version FROM simba_mutex WHERE mutex = ?", name).
 		Scan(&r.owner, &r.acquired, &r.ttlAt, &r.transitionAt, &r.token, &r.version)
 	if err != nil {
-		t.Fatalf("read row %q: %v", mutex, err)
+		t.Fatalf("read row %q: %v", name, err)
 	}
 	return r
 }
@@ -41,7 +41,7 @@ func TestMySQLClientFoundRows(t *testing.T) {
 	if err != nil || !a.Held("a") {
 		t.Fatalf("Acquire(a) = %+v, %v", a, err)
 	}
-	if r, err := s.Acquire(ctx, "found/rows", "b", ttl, tr); err != nil || r.Owner != "a" || r.Token != a.Token {
+	if r, err := s.Acquire(ctx, "found/rows", "b", ttl, tr); err != nil || r.OwnerID != "a" || r.Token != a.Token {
 		t.Errorf("Acquire(b) while a holds = %+v, %v; want a's grant (RowsAffected trusted?)", r, err)
 	}
 	if _, err := s.Renew(ctx, "found/rows", "b", a.Token, ttl, tr); !errors.Is(err, lease.ErrNotHeld) {
@@ -79,7 +79,7 @@ func TestMySQLAssignmentOrder(t *testing.T) {
 		t.Fatalf("first grant row = %+v", first)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if r, err := s.Acquire(ctx, mx, "b", ttl, tr); err != nil || r.Owner != "a" {
+	if r, err := s.Acquire(ctx, mx, "b", ttl, tr); err != nil || r.OwnerID != "a" {
 		t.Fatalf("Acquire(b) = %+v, %v", r, err)
 	}
 	if lost := readMySQLRow(t, db, mx); lost != first {
@@ -129,7 +129,7 @@ func TestMySQLWithoutReturning(t *testing.T) {
 	if again, err := a.Acquire(ctx, "plain/m", "a", ttl, tr); err != nil || !again.Held("a") || again.Token != 1 {
 		t.Errorf("Acquire(a) again = %+v, %v; want the grant extended, token kept", again, err)
 	}
-	if lost, err := b.Acquire(ctx, "plain/m", "b", ttl, tr); err != nil || lost.Owner != "a" || lost.Token != 1 {
+	if lost, err := b.Acquire(ctx, "plain/m", "b", ttl, tr); err != nil || lost.OwnerID != "a" || lost.Token != 1 {
 		t.Errorf("Acquire(b) = %+v, %v; want a's grant", lost, err)
 	}
 	if err := a.Release(ctx, "plain/m", "a", 1); err != nil {

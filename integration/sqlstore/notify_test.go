@@ -14,7 +14,7 @@ import (
 // TestNotifyOnlyWhenWaiting (issue 18): PostgreSQL serializes the commits
 // of notifying transactions on one server-wide lock, so a release sends
 // NOTIFY only when a waiter is queued, and then one notification, naming
-// the mutex (and the waiter), on the channel of the waiter's Store alone
+// the lock (and the waiter), on the channel of the waiter's Store alone
 // (every listening session would otherwise process it). A Store with
 // WithPush(false) never notifies. Today's code notifies on every release.
 func TestNotifyOnlyWhenWaiting(t *testing.T) {
@@ -57,14 +57,14 @@ func TestNotifyOnlyWhenWaiting(t *testing.T) {
 		t.Errorf("20 uncontended releases sent %d notifications, want none: %q", len(got), got)
 	}
 
-	// queueWaiter queues contender "w" behind the holder of mutex, and
+	// queueWaiter queues contender "w" behind the holder of lock, and
 	// listens on the channel of its Store: the first 8 letters of its key.
-	queueWaiter := func(mutex string) {
+	queueWaiter := func(name string) {
 		t.Helper()
 		db := postgres.open(t, dsn)
-		enqueue(t, postgres.newStore(t, dsn), db, mutex, "w", 1)
+		enqueue(t, postgres.newStore(t, dsn), db, name, "w", 1)
 		var tag string
-		if err := db.QueryRowContext(ctx, "SELECT left(queue, 8) FROM simba_mutex WHERE mutex = $1", mutex).Scan(&tag); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT left(queue, 8) FROM simba_mutex WHERE mutex = $1", name).Scan(&tag); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := listen.Exec(ctx, `LISTEN "simba_mutex_`+tag+`"`); err != nil {

@@ -84,7 +84,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		if took > pushed {
 			t.Errorf("hand-off as %s took %v, want < %v", user, took, pushed)
 		}
-		if res, err := a.RenewMany(ctx, []lease.RenewRequest{{Mutex: "least/privilege", Contender: "holder",
+		if res, err := a.RenewMany(ctx, []lease.RenewRequest{{Name: "least/privilege", Contender: "holder",
 			Token: l.Token(), TTL: pushTTL, Transition: pushTr}}); err != nil || res[0].Err != nil {
 			t.Errorf("RenewMany as %s = %+v, %v", user, res, err)
 		}

@@ -22,7 +22,7 @@ const (
 )
 
 // TestSQLiteProcesses: two OS processes contend on one SQLite file, each
-// holding the mutex childRounds times and writing "start TOKEN" and "end
+// holding the lock childRounds times and writing "start TOKEN" and "end
 // TOKEN" lines to one log while it holds. The log must show every hold
 // alone (no interleaving) and tokens that strictly increase.
 func TestSQLiteProcesses(t *testing.T) {

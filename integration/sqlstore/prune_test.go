@@ -9,7 +9,7 @@ import (
 	"github.com/simba-go/simba/sqlstore"
 )
 
-// TestPruneKeepsTokensIncreasing (issue 14, item 9): rows of mutexes freed
+// TestPruneKeepsTokensIncreasing (issue 14, item 9): rows of locks freed
 // long enough ago are deleted, so a table of one name per order stays
 // bounded; a name that comes back after its row was deleted gets a token
 // greater than every token it had (the token floor), and live grants are
@@ -68,10 +68,10 @@ func TestPruneKeepsTokensIncreasing(t *testing.T) {
 		if err != nil || n != names+1 {
 			t.Errorf("Prune = %d, %v; want %d rows", n, err, names+1)
 		}
-		if n := rows(); n != 2 { // the held mutex and the token floor
+		if n := rows(); n != 2 { // the held lock and the token floor
 			t.Errorf("%d rows after pruning, want 2 (the live grant and the token floor)", n)
 		}
-		if r, err := s.Get(ctx, "order/held"); err != nil || r.Owner != "a" || r.Token != held.Token {
+		if r, err := s.Get(ctx, "order/held"); err != nil || r.OwnerID != "a" || r.Token != held.Token {
 			t.Errorf("Get(order/held) after pruning = %+v, %v; want the live grant", r, err)
 		}
 		r, err := s.Acquire(ctx, "order/returns", "back", ttl, tr)
@@ -116,7 +116,7 @@ func TestPruneInBackground(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("the row of a mutex released long before the retention was not pruned")
+				t.Fatal("the row of a lock released long before the retention was not pruned")
 			}
 		}
 		if err := s.Close(); err != nil {

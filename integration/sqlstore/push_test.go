@@ -35,21 +35,21 @@ func newManager(t testing.TB, s lease.Store, id string) *lease.Manager {
 	return m
 }
 
-// handoff makes holder acquire mutex, starts waiter's Acquire, calls cut
+// handoff makes holder acquire lock, starts waiter's Acquire, calls cut
 // once the waiter has lost an attempt (its store shows holder), releases
 // holder's lease, and returns how long the waiter took from the release
 // to its grant.
-func handoff(t *testing.T, holder, waiter *lease.Manager, probe lease.Store, mutex string, cut func()) time.Duration {
+func handoff(t *testing.T, holder, waiter *lease.Manager, probe lease.Store, name string, cut func()) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 4*i5Bound)
 	defer cancel()
-	held, err := holder.Acquire(ctx, mutex)
+	held, err := holder.Acquire(ctx, name)
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
 	got := make(chan *lease.Lease, 1)
 	go func() {
-		l, err := waiter.Acquire(ctx, mutex)
+		l, err := waiter.Acquire(ctx, name)
 		if err != nil {
 			t.Errorf("waiter Acquire: %v", err)
 		}
@@ -59,7 +59,7 @@ func handoff(t *testing.T, holder, waiter *lease.Manager, probe lease.Store, mut
 	if cut != nil {
 		cut()
 	}
-	if r, err := probe.Get(ctx, mutex); err != nil || r.Owner != held.Owner().ID {
+	if r, err := probe.Get(ctx, name); err != nil || r.OwnerID != held.Owner().ID {
 		t.Fatalf("before the release: Get = %+v, %v; want the holder", r, err)
 	}
 	released := time.Now()
@@ -225,7 +225,7 @@ func TestClose(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Errorf("second Close: %v", err)
 		}
-		if r, err := s.Get(ctx, "close/held"); err != nil || r.Owner != "a" {
+		if r, err := s.Get(ctx, "close/held"); err != nil || r.OwnerID != "a" {
 			t.Errorf("Get after Close = %+v, %v; want a's grant kept", r, err)
 		}
 	})

@@ -14,16 +14,16 @@ import (
 )
 
 // queueLen reads how many live entries (not yet expired) the wait queue
-// of mutex holds: 29 characters each, a key and an expiry in epoch ms.
-func queueLen(t *testing.T, db *sql.DB, mutex string) int {
+// of lock holds: 29 characters each, a key and an expiry in epoch ms.
+func queueLen(t *testing.T, db *sql.DB, name string) int {
 	t.Helper()
 	var q []byte
-	err := db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = ?", mutex).Scan(&q)
+	err := db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = ?", name).Scan(&q)
 	if err != nil {
-		err = db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = $1", mutex).Scan(&q)
+		err = db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = $1", name).Scan(&q)
 	}
 	if err != nil {
-		t.Fatalf("read the queue of %q: %v", mutex, err)
+		t.Fatalf("read the queue of %q: %v", name, err)
 	}
 	now := time.Now().UnixMilli() // the servers run on this host
 	n := 0
@@ -35,43 +35,43 @@ func queueLen(t *testing.T, db *sql.DB, mutex string) int {
 	return n
 }
 
-// awaitQueue waits until mutex's queue holds n entries.
-func awaitQueue(t *testing.T, db *sql.DB, mutex string, n int) {
+// awaitQueue waits until lock's queue holds n entries.
+func awaitQueue(t *testing.T, db *sql.DB, name string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(i5Bound); queueLen(t, db, mutex) != n; {
+	for deadline := time.Now().Add(i5Bound); queueLen(t, db, name) != n; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the queue of %q never held %d entries (%d)", mutex, n, queueLen(t, db, mutex))
+			t.Fatalf("the queue of %q never held %d entries (%d)", name, n, queueLen(t, db, name))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// enqueue makes contender, through store, a waiter of mutex that is held
-// by another: it watches the mutex and tries until it is in the queue (a
+// enqueue makes contender, through store, a waiter of lock that is held
+// by another: it watches the lock and tries until it is in the queue (a
 // Store queues a waiter only once it can hear releases).
-func enqueue(t *testing.T, store *sqlstore.Store, db *sql.DB, mutex, contender string, n int) {
+func enqueue(t *testing.T, store *sqlstore.Store, db *sql.DB, name, contender string, n int) {
 	t.Helper()
-	if _, err := store.Watch(t.Context(), mutex, contender); err != nil {
+	if _, err := store.Watch(t.Context(), name, contender); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(i5Bound); ; {
-		if r, err := store.Acquire(t.Context(), mutex, contender, 10*time.Second, 6*time.Second); err != nil || r.Owner == contender {
+		if r, err := store.Acquire(t.Context(), name, contender, 10*time.Second, 6*time.Second); err != nil || r.OwnerID == contender {
 			t.Fatalf("Acquire(%s) = %+v, %v; want a loss", contender, r, err)
 		}
-		if queueLen(t, db, mutex) == n {
+		if queueLen(t, db, name) == n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never joined the queue of %q", contender, mutex)
+			t.Fatalf("%s never joined the queue of %q", contender, name)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // TestReleaseHoldsBackForFirstWaiter (issue 18): a release that leaves a
-// waiter queued reserves the mutex for it for the hand-off window: the
+// waiter queued reserves the lock for it for the hand-off window: the
 // releaser itself (or anyone else) trying at once gets an empty Owner and
-// a positive Transition, and the waiter gets the mutex. Today's code lets
+// a positive Transition, and the waiter gets the lock. Today's code lets
 // the releaser take it straight back.
 func TestReleaseHoldsBackForFirstWaiter(t *testing.T) {
 	forEach(t, func(t *testing.T, d dialect) {
@@ -101,9 +101,9 @@ func TestReleaseHoldsBackForFirstWaiter(t *testing.T) {
 			id    string
 		}{{a, "a"}, {c, "c"}} {
 			r, err := s.store.Acquire(ctx, mx, s.id, pushTTL, pushTr)
-			if err != nil || r.Owner == s.id || r.Transition <= 0 {
-				if r.Owner != "waiter" { // the waiter may be that quick
-					t.Errorf("Acquire(%s) right after the release = %+v, %v; want the mutex held back (empty Owner, positive Transition)", s.id, r, err)
+			if err != nil || r.OwnerID == s.id || r.Transition <= 0 {
+				if r.OwnerID != "waiter" { // the waiter may be that quick
+					t.Errorf("Acquire(%s) right after the release = %+v, %v; want the lock held back (empty Owner, positive Transition)", s.id, r, err)
 				}
 			}
 		}
@@ -113,13 +113,13 @@ func TestReleaseHoldsBackForFirstWaiter(t *testing.T) {
 				t.Fatalf("waiter's lease %v, want a token above %d", l, held.Token)
 			}
 		case <-time.After(i5Bound):
-			t.Fatal("the waiter never got the mutex reserved for it")
+			t.Fatal("the waiter never got the lock reserved for it")
 		}
 	})
 }
 
 // TestWaitersServedInOrder: waiters that queue one after another get the
-// mutex in the order they came.
+// lock in the order they came.
 func TestWaitersServedInOrder(t *testing.T) {
 	forEach(t, func(t *testing.T, d dialect) {
 		ctx, cancel := context.WithTimeout(t.Context(), 4*i5Bound)
@@ -159,15 +159,15 @@ func TestWaitersServedInOrder(t *testing.T) {
 		wg.Wait()
 		for i, w := range order {
 			if w != i {
-				t.Fatalf("waiters got the mutex in the order %v, want 0 1 2 3", order)
+				t.Fatalf("waiters got the lock in the order %v, want 0 1 2 3", order)
 			}
 		}
 	})
 }
 
 // TestDeadHeadDoesNotStall (issue 14, S17): the first waiter of the queue
-// died (its entry stays until it expires); a release reserves the mutex
-// for it, and the next live waiter still gets the mutex within about the
+// died (its entry stays until it expires); a release reserves the lock
+// for it, and the next live waiter still gets the lock within about the
 // hand-off window, not at the old owner's transition end.
 func TestDeadHeadDoesNotStall(t *testing.T) {
 	forEach(t, func(t *testing.T, d dialect) {
@@ -206,21 +206,21 @@ func TestDeadHeadDoesNotStall(t *testing.T) {
 		const bound = window + 3*time.Second
 		select {
 		case at := <-got:
-			t.Logf("%s: the live waiter got the mutex %v after the release", d.name, at.Sub(released))
+			t.Logf("%s: the live waiter got the lock %v after the release", d.name, at.Sub(released))
 			if took := at.Sub(released); took > bound {
 				t.Errorf("the live waiter waited %v behind a dead head, want under %v", took, bound)
 			}
 		case <-time.After(4 * i5Bound):
-			t.Fatal("the live waiter never got the mutex")
+			t.Fatal("the live waiter never got the lock")
 		}
 	})
 }
 
-// TestDeepWaiterPollsAfterAGrant (issue 18): while a released mutex is
+// TestDeepWaiterPollsAfterAGrant (issue 18): while a released lock is
 // held back for its first waiter, the second one is told the rest of the
 // window (it polls then, should the first not come), and a waiter behind
 // them the window plus a grant as long as the one it asks: it cannot have
-// the mutex sooner, and its Manager polled at the window's end before (an
+// the lock sooner, and its Manager polled at the window's end before (an
 // Acquire per waiter per hand-off at K = 32).
 func TestDeepWaiterPollsAfterAGrant(t *testing.T) {
 	forEach(t, func(t *testing.T, d dialect) {
@@ -246,8 +246,8 @@ func TestDeepWaiterPollsAfterAGrant(t *testing.T) {
 		for i := 2; i >= 1; i-- { // w1 is woken, but nobody acquires for it
 			r, err := stores[i].Acquire(ctx, mx, ids[i], pushTTL, pushTr)
 			switch {
-			case err != nil || r.Owner != "" || r.Transition <= 0:
-				t.Fatalf("Acquire(%s) in the window = %+v, %v; want the mutex held back", ids[i], r, err)
+			case err != nil || r.OwnerID != "" || r.Transition <= 0:
+				t.Fatalf("Acquire(%s) in the window = %+v, %v; want the lock held back", ids[i], r, err)
 			case i == 1 && r.Transition > window:
 				t.Errorf("second waiter told %v, want at most the window %v", r.Transition, window)
 			case i == 2 && r.Transition <= window:

@@ -25,11 +25,11 @@ func TestSessionTimeZone(t *testing.T) {
 			odd = dsn + "&timezone=Asia/Kathmandu"
 		}
 		shifted, plain := d.newStore(t, odd), d.newStore(t, dsn)
-		check := func(s *sqlstore.Store, mutex string, want time.Duration) {
+		check := func(s *sqlstore.Store, name string, want time.Duration) {
 			t.Helper()
-			r, err := s.Get(ctx, mutex)
+			r, err := s.Get(ctx, name)
 			if err != nil || r.TTL > want || r.TTL < want-2*time.Second {
-				t.Errorf("Get(%s) = %+v, %v; want TTL just under %v", mutex, r, err, want)
+				t.Errorf("Get(%s) = %+v, %v; want TTL just under %v", name, r, err, want)
 			}
 		}
 		if r, err := shifted.Acquire(ctx, "tz/a", "a", ttl, tr); err != nil || !r.Held("a") {
@@ -41,7 +41,7 @@ func TestSessionTimeZone(t *testing.T) {
 			t.Fatalf("Acquire = %+v, %v", r, err)
 		}
 		check(shifted, "tz/b", ttl)
-		if r, err := plain.Acquire(ctx, "tz/a", "b", ttl, tr); err != nil || r.Owner != "a" {
+		if r, err := plain.Acquire(ctx, "tz/a", "b", ttl, tr); err != nil || r.OwnerID != "a" {
 			t.Errorf("a UTC session took a live grant of a +05:45 session: %+v, %v", r, err)
 		}
 		if _, err := shifted.Renew(ctx, "tz/a", "a", 1, ttl, tr); err != nil {
@@ -145,7 +145,7 @@ func TestTokensSurviveRestart(t *testing.T) {
 					break
 				}
 			}
-			if err != nil || r.Owner != "c2" || r.Token != last {
+			if err != nil || r.OwnerID != "c2" || r.Token != last {
 				t.Fatalf("Get after restart = %+v, %v; want c2 token %d", r, err, last)
 			}
 			if err := s.Release(ctx, "restart", "c2", last); err != nil {

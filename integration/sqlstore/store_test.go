@@ -16,7 +16,7 @@ const (
 	tr  = 6 * time.Second
 )
 
-// TestGrantRenewRelease walks one mutex through the contract: grant,
+// TestGrantRenewRelease walks one lock through the contract: grant,
 // extension, a loser, renew, stale renew/release, release, a new grant
 // with a greater token.
 func TestGrantRenewRelease(t *testing.T) {
@@ -26,26 +26,26 @@ func TestGrantRenewRelease(t *testing.T) {
 		const mx = "jobs/nightly"
 
 		a, err := s.Acquire(ctx, mx, "a", ttl, tr)
-		if err != nil || a.Owner != "a" || a.Token != 1 {
+		if err != nil || a.OwnerID != "a" || a.Token != 1 {
 			t.Fatalf("first Acquire = %+v, %v; want owner a token 1", a, err)
 		}
 		if a.TTL <= ttl-time.Second || a.TTL > ttl || a.Transition <= ttl+tr-time.Second || a.Transition > ttl+tr {
 			t.Errorf("first grant remaining %v/%v, want about %v/%v", a.TTL, a.Transition, ttl, ttl+tr)
 		}
-		if again, err := s.Acquire(ctx, mx, "a", ttl, tr); err != nil || again.Owner != "a" || again.Token != a.Token {
+		if again, err := s.Acquire(ctx, mx, "a", ttl, tr); err != nil || again.OwnerID != "a" || again.Token != a.Token {
 			t.Errorf("Acquire by the holder = %+v, %v; want the same grant extended", again, err)
 		}
-		if b, err := s.Acquire(ctx, mx, "b", ttl, tr); err != nil || b.Owner != "a" || b.Token != a.Token || b.TTL <= 0 {
+		if b, err := s.Acquire(ctx, mx, "b", ttl, tr); err != nil || b.OwnerID != "a" || b.Token != a.Token || b.TTL <= 0 {
 			t.Errorf("Acquire by another = %+v, %v; want a's record, no error", b, err)
 		}
-		if r, err := s.Renew(ctx, mx, "a", a.Token, ttl, tr); err != nil || r.Owner != "a" || r.Token != a.Token {
+		if r, err := s.Renew(ctx, mx, "a", a.Token, ttl, tr); err != nil || r.OwnerID != "a" || r.Token != a.Token {
 			t.Errorf("Renew = %+v, %v", r, err)
 		}
 		for _, c := range []struct {
 			who   string
 			token uint64
 		}{{"b", a.Token}, {"a", a.Token + 1}, {"a", 0}, {"A", a.Token}} {
-			if r, err := s.Renew(ctx, mx, c.who, c.token, ttl, tr); !errors.Is(err, lease.ErrNotHeld) || r.Owner != "a" {
+			if r, err := s.Renew(ctx, mx, c.who, c.token, ttl, tr); !errors.Is(err, lease.ErrNotHeld) || r.OwnerID != "a" {
 				t.Errorf("Renew(%s, %d) = %+v, %v; want ErrNotHeld with a's record", c.who, c.token, r, err)
 			}
 			if err := s.Release(ctx, mx, c.who, c.token); !errors.Is(err, lease.ErrNotHeld) {
@@ -59,17 +59,17 @@ func TestGrantRenewRelease(t *testing.T) {
 			t.Errorf("second Release = %v, want ErrNotHeld", err)
 		}
 		if r, err := s.Get(ctx, mx); err != nil || r != (lease.Record{ServerTime: r.ServerTime}) {
-			t.Errorf("Get after release = %+v, %v; want a free mutex", r, err)
+			t.Errorf("Get after release = %+v, %v; want a free lock", r, err)
 		}
 		if _, err := s.Renew(ctx, mx, "a", a.Token, ttl, tr); !errors.Is(err, lease.ErrNotHeld) {
 			t.Errorf("Renew after release = %v, want ErrNotHeld (a late renew never re-acquires)", err)
 		}
 		b, err := s.Acquire(ctx, mx, "b", ttl, tr)
-		if err != nil || b.Owner != "b" || b.Token != a.Token+1 {
+		if err != nil || b.OwnerID != "b" || b.Token != a.Token+1 {
 			t.Errorf("Acquire after release = %+v, %v; want b with token %d", b, err, a.Token+1)
 		}
 		if r, err := s.Get(ctx, "never/used"); err != nil || r != (lease.Record{ServerTime: r.ServerTime}) {
-			t.Errorf("Get of an unknown mutex = %+v, %v", r, err)
+			t.Errorf("Get of an unknown lock = %+v, %v", r, err)
 		}
 	})
 }
@@ -81,11 +81,11 @@ func TestExpiry(t *testing.T) {
 		ctx := t.Context()
 		s := d.newStore(t, d.migrated(t))
 		a, err := s.Acquire(ctx, "m", "a", 50*time.Millisecond, 50*time.Millisecond)
-		if err != nil || a.Owner != "a" {
+		if err != nil || a.OwnerID != "a" {
 			t.Fatalf("Acquire = %+v, %v", a, err)
 		}
 		time.Sleep(150 * time.Millisecond)
-		if r, err := s.Get(ctx, "m"); err != nil || r.Owner != "" {
+		if r, err := s.Get(ctx, "m"); err != nil || r.OwnerID != "" {
 			t.Errorf("Get after the transition = %+v, %v; want free", r, err)
 		}
 		if _, err := s.Renew(ctx, "m", "a", a.Token, ttl, tr); !errors.Is(err, lease.ErrNotHeld) {
@@ -95,7 +95,7 @@ func TestExpiry(t *testing.T) {
 			t.Errorf("Release after the transition = %v, want ErrNotHeld", err)
 		}
 		again, err := s.Acquire(ctx, "m", "a", ttl, tr)
-		if err != nil || again.Owner != "a" || again.Token != a.Token+1 {
+		if err != nil || again.OwnerID != "a" || again.Token != a.Token+1 {
 			t.Errorf("re-Acquire after expiry = %+v, %v; want a new grant with token %d", again, err, a.Token+1)
 		}
 	})
@@ -110,12 +110,12 @@ func TestNamesAreBytes(t *testing.T) {
 		names := []string{"lock", "Lock", "LOCK", "lock ", "lock  ", " lock", "café", "cafe\u0301", "lock\t"}
 		for i, n := range names {
 			owner := "owner-" + string(rune('a'+i))
-			if r, err := s.Acquire(ctx, n, owner, ttl, tr); err != nil || r.Owner != owner || r.Token != 1 {
+			if r, err := s.Acquire(ctx, n, owner, ttl, tr); err != nil || r.OwnerID != owner || r.Token != 1 {
 				t.Errorf("Acquire(%q, %s) = %+v, %v; want a first grant (collision?)", n, owner, r, err)
 			}
 		}
 		for i, n := range names {
-			if r, err := s.Get(ctx, n); err != nil || r.Owner != "owner-"+string(rune('a'+i)) {
+			if r, err := s.Get(ctx, n); err != nil || r.OwnerID != "owner-"+string(rune('a'+i)) {
 				t.Errorf("Get(%q) = %+v, %v", n, r, err)
 			}
 		}
@@ -126,7 +126,7 @@ func TestNamesAreBytes(t *testing.T) {
 			t.Errorf("Renew by an owner with a trailing space = %v, want ErrNotHeld", err)
 		}
 		long := strings.Repeat("é", lease.MaxNameLength/2) + "x"
-		if r, err := s.Acquire(ctx, long, "a", ttl, tr); err != nil || r.Owner != "a" {
+		if r, err := s.Acquire(ctx, long, "a", ttl, tr); err != nil || r.OwnerID != "a" {
 			t.Errorf("Acquire of a %d-byte name = %+v, %v", len(long), r, err)
 		}
 	})
@@ -175,7 +175,7 @@ func TestContextCanceled(t *testing.T) {
 		s := d.newStore(t, d.migrated(t))
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if r, err := s.Acquire(ctx, "m", "a", ttl, tr); err == nil || r.Owner != "" {
+		if r, err := s.Acquire(ctx, "m", "a", ttl, tr); err == nil || r.OwnerID != "" {
 			t.Errorf("Acquire with a cancelled context = %+v, %v; want an error", r, err)
 		}
 	})
@@ -209,10 +209,10 @@ func TestList(t *testing.T) {
 			rec  lease.Record
 		}{{"list/a", a}, {"list/b", b}} {
 			g := gs[i]
-			if g.Mutex != want.name || g.Owner != want.rec.Owner || g.Token != want.rec.Token ||
+			if g.Mutex != want.name || g.OwnerID != want.rec.OwnerID || g.Token != want.rec.Token ||
 				g.TTL <= ttl-2*time.Second || g.TTL > ttl || g.Transition <= g.TTL {
 				t.Errorf("List[%d] = %+v, want %s held by %s with token %d and about %v left",
-					i, g, want.name, want.rec.Owner, want.rec.Token, ttl)
+					i, g, want.name, want.rec.OwnerID, want.rec.Token, ttl)
 			}
 		}
 	})

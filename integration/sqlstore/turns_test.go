@@ -13,7 +13,7 @@ import (
 
 // TestTakingTurnsNoMissedWake (issue 14, item 7): three Managers on three
 // Stores with pools of their own (as three processes) take turns on one
-// mutex for several seconds, each holding it briefly, while busy
+// lock for several seconds, each holding it briefly, while busy
 // goroutines keep the CPUs saturated (as on a loaded host, which widens
 // every gap between two steps of a goroutine). With push on, every waiter
 // must be woken by the release it waits for; a wake-up that went missing

@@ -129,7 +129,7 @@ func (c *ServerClock) write(off time.Duration) error {
 //
 // PostgreSQL 15's postmaster is single-threaded and does its work, clock
 // reads included, in signal handlers: under libfaketimeMT, whose calls
-// take a mutex, a SIGCHLD that lands inside a clock call can deadlock it
+// take a lock, a SIGCHLD that lands inside a clock call can deadlock it
 // (the likely cause of new connections hanging at start-up in loaded
 // campaigns). It gets the single-threaded libfaketime.so.1 (st).
 func (c *ServerClock) env(glibcMalloc, cached, st bool) []string {

@@ -13,8 +13,8 @@ import (
 )
 
 // BenchmarkStore counts the requests (round trips) of each Store call:
-// an Acquire of a free mutex whose znode exists or not yet, a waiter's
-// repeated Acquire while the mutex is held, its Acquire once its turn has
+// an Acquire of a free lock whose znode exists or not yet, a waiter's
+// repeated Acquire while the lock is held, its Acquire once its turn has
 // come, a Renew and a Release by the holder.
 //
 //	go test -bench Store -run '^$' ./zkstore/
@@ -168,7 +168,7 @@ func BenchmarkCycle(b *testing.B) {
 }
 
 // BenchmarkRotation has K Managers, each in a session of its own, take a
-// mutex in turn as bench/ scenario (c) does: each locks, unlocks once the
+// lock in turn as bench/ scenario (c) does: each locks, unlocks once the
 // others wait, and locks again. It reports the gap from an Unlock to the
 // next grant and the requests per hand-off (all stores together).
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/simba-go/simba/zkstore"
 )
 
-// TestWaitersCostNothing (issue 19): while a holder keeps a mutex, it
+// TestWaitersCostNothing (issue 19): while a holder keeps a lock, it
 // sends no request (renewals are local), the waiters behind the next in
 // line send none either (their watches wait), and only the next in line
 // polls, one listing per poll, at the owner's ttl + transition.

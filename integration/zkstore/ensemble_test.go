@@ -12,7 +12,7 @@ import (
 )
 
 // TestEnsembleNodeKilled: three Managers, each with a session on the whole
-// ensemble, take turns on one mutex while the leader node is killed and
+// ensemble, take turns on one lock while the leader node is killed and
 // later started again. Never two holders at once, tokens grow in the order
 // of acquisition, and turns go on after the kill.
 func TestEnsembleNodeKilled(t *testing.T) {

@@ -13,11 +13,11 @@ import (
 
 func trips(s *zkstore.Store) int64 { return testhooks.ZKTrips(s) }
 
-func loseCreateReply(ctx context.Context, s *zkstore.Store, mutex, contender string, ttl, transition time.Duration) error {
-	return testhooks.ZKLoseCreateReply(ctx, s, mutex, contender, ttl, transition)
+func loseCreateReply(ctx context.Context, s *zkstore.Store, name, contender string, ttl, transition time.Duration) error {
+	return testhooks.ZKLoseCreateReply(ctx, s, name, contender, ttl, transition)
 }
 
-func dir(s *zkstore.Store, mutex string) string { return testhooks.ZKDir(s, mutex) }
+func dir(s *zkstore.Store, name string) string { return testhooks.ZKDir(s, name) }
 
 func escape(name string) string { return testhooks.ZKEscape(name) }
 
@@ -31,6 +31,6 @@ func offlineSession() (*zkstore.Session, error) {
 	return s.(*zkstore.Session), nil
 }
 
-func subscribed(s *zkstore.Store, mutex, contender string) bool {
-	return testhooks.ZKSubscribed(s, mutex, contender)
+func subscribed(s *zkstore.Store, name, contender string) bool {
+	return testhooks.ZKSubscribed(s, name, contender)
 }

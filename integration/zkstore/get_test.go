@@ -29,7 +29,7 @@ func TestGetTimeLeft(t *testing.T) {
 	sent1 := time.Now()
 	first, err := holder.Get(ctx, name)
 	got1 := time.Now()
-	if err != nil || first.Owner != "h" || first.Token != g.Token {
+	if err != nil || first.OwnerID != "h" || first.Token != g.Token {
 		t.Fatalf("Get through the holder's Store = %+v, %v", first, err)
 	}
 	if most := ttl + transition - sent1.Sub(granted); first.Transition > most || first.Transition-first.TTL != transition {
@@ -47,7 +47,7 @@ func TestGetTimeLeft(t *testing.T) {
 	}
 
 	seen, err := other.Get(ctx, name)
-	if err != nil || seen.Owner != "h" || seen.Token != g.Token || seen.TTL != ttl || seen.Transition != ttl+transition {
+	if err != nil || seen.OwnerID != "h" || seen.Token != g.Token || seen.TTL != ttl || seen.Transition != ttl+transition {
 		t.Errorf("Get through another Store = %+v, %v; want owner h, token %d, the whole ttl %v and transition", seen, err, g.Token, ttl)
 	}
 

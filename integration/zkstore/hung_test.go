@@ -68,7 +68,7 @@ func TestHungHolder(t *testing.T) {
 // its store calls when its turn comes. Its Watch subscription sees the
 // turn and starts a hand-off window of its ttl + transition; when no
 // Acquire comes in that window, the watchdog withdraws its node and the
-// waiter behind it gets the mutex: long before the stalled waiter would
+// waiter behind it gets the lock: long before the stalled waiter would
 // have come back (its poll, after the holder's 16 s ttl + transition).
 func TestStalledWaiterSkipped(t *testing.T) {
 	t.Parallel()
@@ -118,7 +118,7 @@ func TestStalledWaiterSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := await(t, next, 4*tckSession, "the waiter behind the stalled one")
-	t.Logf("the waiter behind the stalled one got the mutex %v after the release", g.at.Sub(released))
+	t.Logf("the waiter behind the stalled one got the lock %v after the release", g.at.Sub(released))
 	if took := g.at.Sub(released); took >= 8*time.Second {
 		t.Errorf("took %v: the stalled waiter's hand-off window (%v) was not kept", took, tckTTL+tckTransition)
 	}

@@ -150,10 +150,10 @@ func TestEscape(t *testing.T) {
 	}
 }
 
-// TestCorruptNode (S12): a node in a mutex's queue whose data this package
+// TestCorruptNode (S12): a node in a lock's queue whose data this package
 // did not write (another program, another version) neither panics nor is
 // taken for a grant of this package's: Get reports ErrCorrupt; a waiter
-// behind it names the contender its name carries, and gets the mutex when
+// behind it names the contender its name carries, and gets the lock when
 // the node's session ends; a node whose name is not ours is ignored.
 func TestCorruptNode(t *testing.T) {
 	t.Parallel()
@@ -179,7 +179,7 @@ func TestCorruptNode(t *testing.T) {
 		t.Errorf("Get with a corrupt lowest node: %v, want ErrCorrupt", err)
 	}
 	rec, err := s.Acquire(ctx, name, "c", ttl, transition)
-	if err != nil || rec.Owner != "junk" || rec.Token == 0 || rec.Transition != ttl+transition {
+	if err != nil || rec.OwnerID != "junk" || rec.Token == 0 || rec.Transition != ttl+transition {
 		t.Fatalf("Acquire behind a corrupt node = %+v, %v; want owner junk with the caller's timings", rec, err)
 	}
 	foreign.Close() // its nodes go with its session
@@ -193,7 +193,7 @@ func TestCorruptNode(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the mutex is still held after the corrupt node's session ended: %+v", rec)
+			t.Fatalf("the lock is still held after the corrupt node's session ended: %+v", rec)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -221,7 +221,7 @@ func TestACL(t *testing.T) {
 	}
 	got, _, err := withAuth.Conn().GetACL(dir(s, "guarded"))
 	if err != nil || len(got) != 1 || got[0].Scheme != "digest" {
-		t.Errorf("ACL of the mutex's znode = %+v, %v; want the Store's digest ACL", got, err)
+		t.Errorf("ACL of the lock's znode = %+v, %v; want the Store's digest ACL", got, err)
 	}
 	other := newStore(t, connect(t, srv.Servers(), tckSession), root)
 	if _, err := other.Acquire(ctx, "guarded", "b", time.Second, time.Second); !errors.Is(err, zk.ErrNoAuth) {

@@ -13,7 +13,7 @@ import (
 	"github.com/simba-go/simba/zkstore"
 )
 
-// TestListPage (issue 21): ListPage finds every mutex with an owner under
+// TestListPage (issue 21): ListPage finds every lock with an owner under
 // the root, by name, at most limit per page, and no free one nor one of
 // another root.
 func TestListPage(t *testing.T) {
@@ -63,11 +63,11 @@ func TestListPage(t *testing.T) {
 			t.Errorf("a page of %d with limit 5", len(page))
 		}
 		for _, r := range page {
-			if r.Owner != "c" || r.Transition <= 0 {
-				t.Errorf("listed %q with record %+v, want held by c", r.Mutex, r.Record)
+			if r.OwnerID != "c" || r.Transition <= 0 {
+				t.Errorf("listed %q with record %+v, want held by c", r.Name, r.Record)
 			}
-			got[r.Mutex] = r.Token
-			order = append(order, r.Mutex)
+			got[r.Name] = r.Token
+			order = append(order, r.Name)
 		}
 		if next == "" {
 			break

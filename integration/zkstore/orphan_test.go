@@ -12,11 +12,11 @@ import (
 	"github.com/simba-go/simba/zkstore"
 )
 
-// children returns the node names under the mutex's znode.
-func children(t *testing.T, s *zkstore.Store, srv *testserver.ZooKeeperServer, mutex string) []string {
+// children returns the node names under the lock's znode.
+func children(t *testing.T, s *zkstore.Store, srv *testserver.ZooKeeperServer, name string) []string {
 	t.Helper()
 	conn := connect(t, srv.Servers(), tckSession).Conn()
-	names, _, err := conn.Children(dir(s, mutex))
+	names, _, err := conn.Children(dir(s, name))
 	if err != nil {
 		t.Fatalf("Children: %v", err)
 	}
@@ -41,7 +41,7 @@ func TestLostCreateReply(t *testing.T) {
 	if err != nil || !rec.Held("holder") {
 		t.Fatalf("Acquire after a lost create reply = %+v, %v; want held", rec, err)
 	}
-	if rec, err := s.Acquire(ctx, name, "waiter", time.Second, time.Second); err != nil || rec.Owner != "holder" {
+	if rec, err := s.Acquire(ctx, name, "waiter", time.Second, time.Second); err != nil || rec.OwnerID != "holder" {
 		t.Fatalf("waiter's Acquire after a lost create reply = %+v, %v; want owner holder", rec, err)
 	}
 	after := children(t, s, srv, name)
@@ -62,7 +62,7 @@ func TestSlowCreateAbandoned(t *testing.T) {
 	s := newStore(t, connect(t, addrs, tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i7/slow-create"
-	warm, err := s.Acquire(ctx, name, "warm", time.Second, time.Second) // the mutex's znode exists
+	warm, err := s.Acquire(ctx, name, "warm", time.Second, time.Second) // the lock's znode exists
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestAcquireTwice(t *testing.T) {
 		t.Errorf("second Acquire = %+v, %v; want the same grant, token %d", again, err, first.Token)
 	}
 	for range 2 {
-		if rec, err := other.Acquire(ctx, name, "b", time.Second, time.Second); err != nil || rec.Owner != "a" || rec.Token != first.Token {
+		if rec, err := other.Acquire(ctx, name, "b", time.Second, time.Second); err != nil || rec.OwnerID != "a" || rec.Token != first.Token {
 			t.Errorf("waiter's Acquire = %+v, %v; want owner a, token %d", rec, err, first.Token)
 		}
 	}

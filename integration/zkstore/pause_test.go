@@ -27,7 +27,7 @@ const (
 
 // TestPausedHolderProcess (I3, S1): a holder process is stopped
 // (SIGSTOP): its heartbeats stop with it, the server expires its session
-// and deletes its node, and a waiter here is granted the mutex. The
+// and deletes its node, and a waiter here is granted the lock. The
 // holder's deadline, the instant it counts its lease lost, passed before
 // the waiter's winning Acquire was sent; resumed, it reports the lease
 // lost at once. (Times cross processes on the wall clock, which this test
@@ -111,7 +111,7 @@ func readField(t *testing.T, lines <-chan string, key string) int64 {
 }
 
 // TestHelperHolder is the holder process of TestPausedHolderProcess: it
-// takes the mutex, says "held <token>", and once the lease ends says
+// takes the lock, says "held <token>", and once the lease ends says
 // "lost <deadline, Unix ns>". Its ttl + transition is twice its session
 // timeout: only the session bounds its leases.
 func TestHelperHolder(t *testing.T) {

@@ -84,7 +84,7 @@ func (c *loggedConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// TestAcquireOneRoundTrip (issue 19): once a mutex's znode is known, an
+// TestAcquireOneRoundTrip (issue 19): once a lock's znode is known, an
 // uncontended Acquire sends its listing right behind its create, before
 // the create's reply comes: both take one round trip. Every frame is
 // held 30 ms by a proxy, so the reply cannot come before the listing is
@@ -110,7 +110,7 @@ func TestAcquireOneRoundTrip(t *testing.T) {
 	defer sess.Close()
 	s := newStore(t, sess, srv.Root())
 	const name = "pipeline/one"
-	rec, err := s.Acquire(ctx, name, "a", 2*time.Second, time.Second) // makes the mutex's znode
+	rec, err := s.Acquire(ctx, name, "a", 2*time.Second, time.Second) // makes the lock's znode
 	if err != nil || !rec.Held("a") {
 		t.Fatalf("first Acquire = %+v, %v", rec, err)
 	}

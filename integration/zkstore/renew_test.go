@@ -9,7 +9,7 @@ import (
 	"github.com/simba-go/simba/lease"
 )
 
-// TestRenewSendsNothing: a Manager holding eight mutexes keeps them through
+// TestRenewSendsNothing: a Manager holding eight locks keeps them through
 // many renewal rounds without sending a single request: a grant lives
 // with its session, whose heartbeats go-zookeeper sends anyway.
 func TestRenewSendsNothing(t *testing.T) {
@@ -61,7 +61,7 @@ func TestRenewNoticesDeletedNode(t *testing.T) {
 		if err != nil || !rec.Held("a") {
 			t.Fatalf("Acquire(%s) = %+v, %v", name, rec, err)
 		}
-		reqs = append(reqs, lease.RenewRequest{Mutex: name, Contender: "a", Token: rec.Token, TTL: ttl, Transition: transition})
+		reqs = append(reqs, lease.RenewRequest{Name: name, Contender: "a", Token: rec.Token, TTL: ttl, Transition: transition})
 	}
 	names, _, err := spy.Children(dir(s, "partial/gone"))
 	if err != nil || len(names) != 1 {

@@ -22,9 +22,9 @@ type observed struct {
 
 func observe(s *zkstore.Store) *observed { return &observed{Store: s, sent: map[uint64]time.Time{}} }
 
-func (o *observed) Acquire(ctx context.Context, mutex, contender string, ttl, transition time.Duration) (lease.Record, error) {
+func (o *observed) Acquire(ctx context.Context, name, contender string, ttl, transition time.Duration) (lease.Record, error) {
 	sent := time.Now()
-	rec, err := o.Store.Acquire(ctx, mutex, contender, ttl, transition)
+	rec, err := o.Store.Acquire(ctx, name, contender, ttl, transition)
 	if err == nil && rec.Held(contender) {
 		o.mu.Lock()
 		if _, ok := o.sent[rec.Token]; !ok {
@@ -89,7 +89,7 @@ func await(t *testing.T, ch <-chan grantAt, d time.Duration, what string) grantA
 // TestSessionExpiry (S4, S8): a holder cut off by a black-holing proxy
 // for longer than its 1 s session is told of the loss before the waiter's
 // winning Acquire is sent, though its Manager renews all along (renewals
-// send nothing); the server frees the mutex by expiring the session, the
+// send nothing); the server frees the lock by expiring the session, the
 // new token is larger, and after healing the old holder neither renews
 // nor reclaims its old node: its conn has a new session, and its next
 // grant a new node.
@@ -165,7 +165,7 @@ func TestSessionExpiry(t *testing.T) {
 // TestServerRestart (S3): a standalone ZooKeeper restarts under a holder
 // and a waiter. The holder is told: it either renews on the restarted
 // server (the session survived) or loses the lease before the waiter's
-// winning Acquire is sent; the mutex is handed over afterwards.
+// winning Acquire is sent; the lock is handed over afterwards.
 //
 // The restart's length is the machine's business (a JVM starts slowly
 // under load): the test asserts the order of events, not their times.
@@ -220,7 +220,7 @@ func TestServerRestart(t *testing.T) {
 		}
 	}
 	t.Logf("the holder renewed on the restarted server %v after the restart began", time.Since(begin))
-	if rec, err := ws.Get(ctx, name); err != nil || rec.Owner != hm.ID() || rec.Token != l1.Token() {
+	if rec, err := ws.Get(ctx, name); err != nil || rec.OwnerID != hm.ID() || rec.Token != l1.Token() {
 		t.Fatalf("after the restart the server has %+v, %v; want the holder %s with token %d", rec, err, hm.ID(), l1.Token())
 	}
 	released := time.Now()

@@ -11,7 +11,7 @@ import (
 )
 
 // TestTokenAfterContainerReaped (I1, issue 14 item 10): the server reaps
-// a mutex's container znode once it is empty, and a new one numbers its
+// a lock's container znode once it is empty, and a new one numbers its
 // sequential nodes from 0 again. Tokens must still grow: the czxid does,
 // a sequence number would not. The reaping is done here by hand (the
 // server does the same a minute later), before every grant.

@@ -38,9 +38,9 @@ var (
 	// ZKLoseCreateReply creates contender's node as a create whose reply
 	// was lost leaves it: on the server, unknown to s but for the doubt.
 	ZKLoseCreateReply func(ctx context.Context, s any, mutex, contender string, ttl, transition time.Duration) error
-	// ZKDir returns the znode of mutex.
+	// ZKDir returns the znode of lock.
 	ZKDir func(s any, mutex string) string
-	// ZKEscape is the name encoding of a mutex.
+	// ZKEscape is the name encoding of a lock.
 	ZKEscape func(name string) string
 	// ZKParseChild returns the contender id a node name carries.
 	ZKParseChild func(name string) (string, bool)
@@ -48,6 +48,6 @@ var (
 	// a server, for tests of input checks (New does no I/O).
 	ZKOfflineSession func() (any, error)
 	// ZKSubscribed reports whether a Watch subscription of contender for
-	// mutex is live in s.
+	// lock is live in s.
 	ZKSubscribed func(s any, mutex, contender string) bool
 )

@@ -31,7 +31,7 @@ var (
 )
 
 // Short lease timings keep the tests quick. They also bound how long a
-// fresh Redis holds a mutex's first grant back (redisstore's restart guard:
+// fresh Redis holds a lock's first grant back (redisstore's restart guard:
 // ttl + transition + 1 s after the server starts).
 var timings = []lease.Option{lease.WithTTL(2 * time.Second), lease.WithTransition(time.Second)}
 

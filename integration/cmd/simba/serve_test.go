@@ -71,7 +71,7 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"simba: info: lease acquired event=acquired mutex=job token=1", "simba: info: lease released event=released mutex=job token=1"} {
+	for _, want := range []string{"simba: info: lease acquired event=acquired lock=job token=1", "simba: info: lease released event=released lock=job token=1"} {
 		if !strings.Contains(r.stderr, want+"\n") {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
