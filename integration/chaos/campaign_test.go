@@ -272,7 +272,6 @@ func TestHandoffAfterDeadHead(t *testing.T) {
 // next grant at 27m40.26, reported as an 8.13 s stall against 2.5 s). A
 // pause after the bound ran out does not excuse a stall.
 func TestHandoffCutByServerPause(t *testing.T) {
-	at := func(m, s float64) time.Duration { return time.Duration((m*60 + s) * float64(time.Second)) }
 	kill := Episode{Fault: FaultKillHead, Victim: "redis-1-p0.95", Start: at(27, 31.801), Healed: at(27, 33.504), mutex: "m"}
 	step := Episode{Fault: FaultClockBackward, Start: at(27, 31.349), Healed: at(27, 33.383), Step: -76 * time.Millisecond}
 	holds := []Hold{
