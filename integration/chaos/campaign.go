@@ -680,11 +680,11 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 // Two faults of the same lock stretch the bound. A fault on another
 // contender, a waiter then, that starts in the window and can keep it
 // from hearing its own grant (its calls cut, slowed or their replies
-// dropped, its process stopped or killed) may leave a grant that nobody holds in the
-// store until its transition ends: one more ttl + transition. With stopBlocks
-// (SQLite), a process stopped (SIGSTOP) inside a write transaction keeps
-// everyone out of the store until it resumes: the bound runs from the
-// resume.
+// dropped, its process stopped or killed) may leave a grant that nobody
+// holds in the store until its transition ends: one more ttl +
+// transition. With stopBlocks (SQLite), a process stopped (SIGSTOP)
+// inside a write transaction keeps everyone out of the store until it
+// resumes: the bound runs from the resume.
 func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Duration, stopBlocks bool) []Violation {
 	base := span + 2*time.Second
 	server := serverWindows(eps, base) // server faults, each extended by a bound for recovery
