@@ -77,7 +77,7 @@
 // withdraws the caller in any case (token 0 only withdraws). When a release
 // leaves live waiters, the lock is reserved for the first one for the
 // hand-off window ([WithHandoff], 1 s by default) and only that waiter is
-// woken; others that try meanwhile get an empty Owner and a positive
+// woken; others that try meanwhile get an empty OwnerID and a positive
 // Transition, the time to try again (for a waiter behind the first two,
 // the window plus a grant as long as its own: it cannot have the lock
 // sooner, and is woken when its turn comes). A first waiter that does not come in
