@@ -44,7 +44,7 @@ func TestBackends(t *testing.T) {
 			}
 			r := e.run("run", "--ttl", "1s", "--transition", "500ms", "--wait", "20s", name, "--", "sh", "-c", `echo "$SIMBA_LOCK $SIMBA_TOKEN"; exit 5`)
 			f := strings.Fields(r.stdout)
-			if r.code != 5 || len(f) != 2 || f[0] != name || f[1] == "0" || r.stderr != "" {
+			if r.code != 5 || len(f) != 2 || f[0] != name || f[1] == "0" || !onlyRetries(r.stderr) {
 				t.Errorf("run: exit %d, stdout %q, stderr %q; want CMD's exit 5 and its lock and token", r.code, r.stdout, r.stderr)
 			}
 			r = e.run("status", "--json", name)
@@ -83,4 +83,18 @@ func migrate(t *testing.T, e *env, op, version string) {
 	if r.code != 0 || strings.TrimSpace(r.stdout) != version {
 		t.Errorf("migrate %s: exit %d, stdout %q, stderr %q; want version %s", op, r.code, r.stdout, r.stderr, version)
 	}
+}
+
+// onlyRetries reports whether stderr holds nothing but warnings of failed
+// attempts that simba retried: on a loaded machine an attempt may run
+// out of its call timeout (seen at load 27 on ZooKeeper: "simba: warning:
+// acquire failed event=acquire_failed ... context deadline exceeded")
+// before a later one wins.
+func onlyRetries(stderr string) bool {
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if line != "" && !strings.HasPrefix(line, "simba: warning: acquire failed ") {
+			return false
+		}
+	}
+	return true
 }
