@@ -23,6 +23,7 @@ func TestLeaseImportsOnlyTheMetricAPI(t *testing.T) {
 	}
 	allowed := []string{
 		"github.com/simba-go/simba/lease",
+		"github.com/simba-go/simba/internal/backoff",
 		"go.opentelemetry.io/otel/metric",
 		"go.opentelemetry.io/otel/attribute",
 		"github.com/cespare/xxhash/v2", // what the attribute package requires

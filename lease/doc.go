@@ -30,6 +30,55 @@
 // [BatchRenewer], [GrantLimiter] and [Lister]); package memstore is an in-process one
 // for tests, and package tck checks any store against the contract.
 //
+// # Glossary
+//
+// The words of the protocol, as this package and its stores use them:
+//
+//   - lock: what is held, one per name on a store: at most one grant of
+//     it is live at a time.
+//   - name: what identifies a lock ([ValidateName]); two Managers that
+//     use the same name on the same store contend for the same lock.
+//   - contender: a party that wants locks, identified on the store by its
+//     contender id ([WithContenderID]; one per Manager). Two Managers are two
+//     contenders even in one process; the goroutines of one Manager share
+//     its contender and queue locally.
+//   - grant: the store's promise that one contender holds a lock, made by
+//     a winning Acquire and extended by each Renew; it carries a token and
+//     runs for ttl, then transition.
+//   - owner, holder: the contender of the current grant ([Record.OwnerID],
+//     [Owner]); the holder is the owner seen from its own side, the one
+//     with the [Lease].
+//   - lease: a grant held by this Manager ([Lease]): its token, a context
+//     cancelled when it is lost, and its renewal and release. A lease ends
+//     released, lost ([ErrLost]) or abandoned.
+//   - token: the fencing token of a grant ([Lease.Token]), strictly
+//     greater than every earlier grant's token of the lock; renewals keep
+//     it. Pass it to the resource so it can refuse a stale holder.
+//   - ttl: how long a grant is exclusive after it was written or renewed,
+//     on the server's clock ([WithTTL]). The holder renews about every
+//     ttl/3.
+//   - transition: the window after ttl in which only the owner may still
+//     renew ([WithTransition]); after ttl + transition anyone may take the
+//     lock. It gives a slow holder time to renew before it is replaced.
+//   - safety margin: what the holder takes off ttl + transition to set its
+//     deadline, absorbing the rate difference of the clocks and its own
+//     scheduling delay ([WithSafetyMargin], [DefaultSafetyMargin]).
+//   - deadline: when the holder declares its lease lost unless a renewal
+//     was confirmed: t_send + ttl + transition − safety, on its own
+//     monotonic clock (see Guarantees).
+//   - jitter: the random part of a waiter's poll (the owner's transition
+//     end, −200 ms to +1000 ms) and of the back-off after a failed store
+//     call, so that contenders do not retry in step.
+//   - hand-off: after a Release, a store with a fair queue holds the free
+//     lock back for the longest live waiter for a short window, reported
+//     as an empty owner with a positive [Record.Transition]; the gap a
+//     waiter sees between a lock freed and its own grant is
+//     [MetricHandoffGap].
+//   - record: the state of a lock as one store call saw it ([Record]).
+//
+// The words of the implementation (claim, slot, term, drain, abandon,
+// refusals) are explained at the top of slot.go.
+//
 // # Observability
 //
 // [WithMeterProvider] records metrics through the OpenTelemetry metric API

@@ -5,6 +5,58 @@ import (
 	"time"
 )
 
+// The words of the implementation, for a contributor (the protocol's
+// public words are in the package documentation's glossary):
+//
+//   - slot: the Manager's single store contender for one name (type
+//     slot). All local callers of that name go through it, so the store
+//     sees one contender per Manager, and at most one goroutine (the one
+//     that is busy: the caller itself, or a worker) makes its store calls.
+//     A slot leaves the Manager's registry (retired) once it holds no
+//     lease, has no claim and nothing to clean up.
+//   - claim: one local request that waits for a grant of the slot (type
+//     claim): an Acquire or TryAcquire that found the slot busy or the
+//     lock taken, or one term of a Contender. Claims are served in order; a claim is
+//     cancelled when its caller gives up, and a grant that arrives after
+//     that is dropped (released).
+//   - worker: the goroutine a slot starts to serve its waiting claims and
+//     its clean-up (worker.go); it exits when there is nothing left.
+//   - term: one leadership of a Contender, from the grant its claim got
+//     to the return of OnReleased; the Contender then claims again
+//     (contend.go).
+//   - drain: a Contender that stops cancels its leader's context but
+//     keeps the lease renewed (state leaseDraining) until the callbacks
+//     return, and only then releases it, so two leaders never overlap.
+//   - abandon: a Stop whose ctx ends before the callbacks return ends the
+//     lease without releasing it; the grant is left to lapse on the store
+//     and, like a lost grant, must never be used again.
+//   - lost token (progress.lostToken): a grant of ours that no lease
+//     stands for (lost, abandoned, refused as one already released, or
+//     confirmed too late to use) and that the store may still hold. The
+//     slot never hands it out: its clean-up releases it, or records it in
+//     the refusals when it must be left to lapse or its release failed.
+//   - dirty (progress.dirty): the store may hold something of ours that no
+//     lease stands for: a lost token, a wait-queue entry, or an Acquire of
+//     unknown outcome. A dirty slot keeps a worker to clean up.
+//   - refusals (refusals.go): what must outlive a slot: per name, until
+//     when an abandoned grant must be left alone (abandonedUntil), and the
+//     lost token a slot could not give back (unreleased), which the next
+//     slot of the name takes over as its own lost token.
+//   - released (released.go): per name, the newest token this Manager
+//     released, so that a store that forgot the release but not the grant
+//     cannot hand it back; and whether that grant was contended.
+//
+// Where per-name state lives. While a name is held or awaited, all of it
+// is in its slot: the claims, the lease, the progress between store calls.
+// What must outlive the slot is in the two tables above, each kept apart
+// for its bound: refusals are exact (forgetting one could hand out a
+// grant twice) and expire after about ttl + transition; released is a
+// small lossy table per registry shard (forgetting an entry falls back to
+// the store's own protection). The slot reads both when it starts
+// (refusalsFor) and before it uses a grant (wasReleased), and writes
+// them when it ends a grant it could not release (keepRefusing, abandon,
+// noteReleased).
+
 type claimKind int
 
 const (

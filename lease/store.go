@@ -36,7 +36,7 @@ import (
 //     wait queue may enqueue a losing contender (with an expiry, so a crashed
 //     waiter does not absorb wake-ups) and may refuse a free lock to anyone
 //     but the longest live waiter for a short hand-off window; it then reports
-//     an empty Owner with a positive Transition, the time after which the
+//     an empty OwnerID with a positive Transition, the time after which the
 //     caller should try again.
 //   - Renew extends the live grant identified by contender and token by ttl
 //     and transition from the server's now. It fails with an error wrapping
@@ -98,7 +98,7 @@ type Record struct {
 	TTL time.Duration
 	// Transition is the time left until the grant's transition ends, after
 	// which any contender may take the lock. It is never less than TTL.
-	// With an empty Owner, a positive Transition means the store holds the
+	// With an empty OwnerID, a positive Transition means the store holds the
 	// lock back (a fair hand-off) for that long. How exact both are
 	// depends on who reads them: see what a record promises at [Store].
 	Transition time.Duration

@@ -3,6 +3,8 @@ package lease
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/simba-go/simba/internal/backoff"
 )
 
 // Jitter bounds for waiters, as in Simba's ContendPeriod: a waiter retries
@@ -84,13 +86,7 @@ func (c *config) waitDelay(rec Record) time.Duration {
 // with full jitter in its upper half.
 func (c *config) backoff(attempt int) time.Duration {
 	base := min(max(c.ttl/50, 10*time.Millisecond), 200*time.Millisecond)
-	capD := max(c.ttl/5, base)
-	d := base
-	for i := 0; i < attempt && d < capD; i++ {
-		d *= 2
-	}
-	d = min(d, capD)
-	return d/2 + rand.N(d/2+1)
+	return backoff.UpperHalf(backoff.Exp(base, max(c.ttl/5, base), attempt))
 }
 
 // pause waits for d on clk, or until an event arrives on *events, wake

@@ -76,8 +76,18 @@ type Store struct {
 	hangCh chan struct{} // closed when fault is replaced; made lazily
 }
 
-// An Option configures a Store made by [New].
-type Option func(*Store)
+// An Option configures a Store made by [New]. Unlike the other stores'
+// options, memstore's cannot fail: every value has a meaning (a nil clock
+// is time.Now, a duration <= 0 turns its feature off), so New returns no
+// error and a test needs no error check to make a Store.
+type Option func(*config)
+
+// config is what the options set and [New] reads.
+type config struct {
+	now       func() time.Time
+	handoff   time.Duration
+	retention time.Duration
+}
 
 // WithClock replaces the server's clock, which decides every expiry. The
 // default is time.Now. now must be safe for concurrent use; nil keeps the
@@ -85,9 +95,9 @@ type Option func(*Store)
 // package: with a clock that does not follow it, a lapsed reservation is
 // noticed at the next call on that lock instead.
 func WithClock(now func() time.Time) Option {
-	return func(s *Store) {
+	return func(c *config) {
 		if now != nil {
-			s.now = now
+			c.now = now
 		}
 	}
 }
@@ -105,7 +115,7 @@ func WithClock(now func() time.Time) Option {
 // reservation: a Release then only wakes the longest waiter, and whoever
 // calls Acquire first wins.
 func WithHandoff(d time.Duration) Option {
-	return func(s *Store) { s.handoff = max(d, 0) }
+	return func(c *config) { c.handoff = max(d, 0) }
 }
 
 // WithRetention sets how long the state of a free lock with nobody queued
@@ -114,24 +124,24 @@ func WithHandoff(d time.Duration) Option {
 // bounded memory. A forgotten lock used again gets tokens above every
 // token it had. d <= 0 forgets a lock as soon as it is free.
 func WithRetention(d time.Duration) Option {
-	return func(s *Store) { s.retention = max(d, 0) }
+	return func(c *config) { c.retention = max(d, 0) }
 }
 
-// New returns an empty Store configured by opts.
+// New returns an empty Store configured by opts; nil options are skipped.
 func New(opts ...Option) *Store {
-	s := &Store{
-		now:       time.Now,
-		handoff:   DefaultHandoff,
-		retention: DefaultRetention,
+	c := config{now: time.Now, handoff: DefaultHandoff, retention: DefaultRetention}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
+	}
+	return &Store{
+		now:       c.now,
+		handoff:   c.handoff,
+		retention: c.retention,
 		mutexes:   make(map[string]*mutexState),
 		subs:      make(map[string]map[*subscriber]struct{}),
 	}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(s)
-		}
-	}
-	return s
 }
 
 // mutexState is the server-side state of one lock. Times are on the

@@ -150,7 +150,7 @@
 // Release removes the caller's entry whatever the token (token 0 only
 // withdraws). When a Release frees the lock, the longest live waiter
 // (the head) is woken through pub/sub and, for a short window
-// ([WithHandoff]), only it may take the lock; others get an empty Owner
+// ([WithHandoff]), only it may take the lock; others get an empty OwnerID
 // and a positive Transition, the time to try again. The release message
 // also names the waiter after the head: its Watch wakes it when the window
 // ends, unless it hears the head's grant first, so a head that crashed

@@ -16,6 +16,7 @@ const redisAddr = "localhost:6379"
 
 // A Store over the go-redis client an application already has. The Store
 // never closes the client; Close ends the Store's own subscriptions.
+// (Compiled, not run by go test: it needs a Redis at redisAddr.)
 func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{

@@ -135,7 +135,7 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 }
 
 // Get returns the current record of lock without changing it. A free or
-// unknown lock has an empty Owner; a free lock held back for a waiter (or
+// unknown lock has an empty OwnerID; a free lock held back for a waiter (or
 // after a restart) has a positive Transition (the rest of the hold).
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 	if err := lease.ValidateName(name); err != nil {

@@ -48,7 +48,7 @@ func defaultConfig() config {
 // whose data is flushed (FLUSHALL, FLUSHDB, SWAPDB), may have lost a
 // grant whose holder still believes it holds the lock. With the guard, a
 // lock whose record the server lost or restored is held back, as a
-// hand-off is (Acquire reports an empty Owner and the time to wait, and
+// hand-off is (Acquire reports an empty OwnerID and the time to wait, and
 // queues the caller), until ttl + transition after the restart or the
 // flush: every grant the server may have forgotten has run out by then,
 // and its holder has been told. The guard assumes the lost holder used the

@@ -14,6 +14,7 @@ import (
 // "pgx", lib/pq's "postgres", go-sql-driver's "mysql", modernc's
 // "sqlite"); run it at start-up, or apply the files of FS with the
 // migration tool the application uses. A second run changes nothing.
+// (Compiled, not run by go test: it needs a database.)
 func ExampleMigrate() {
 	ctx := context.Background()
 	db, err := sql.Open("pgx", os.Getenv("DATABASE_URL"))

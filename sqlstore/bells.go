@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simba-go/simba/internal/backoff"
 	mydb "github.com/simba-go/simba/internal/db/mysql"
 )
 
@@ -414,7 +415,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 		switch {
 		case err != nil:
 			b.log.Warn("sqlstore: doorbell connection failed; reconnecting", "lock", r.id.mutex, "error", err)
-			if !sleepCtx(context.Background(), backoff(fails)) {
+			if !sleepCtx(context.Background(), reconnectBackoff(fails)) {
 				return conn, dirty
 			}
 			fails++
@@ -444,7 +445,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 // without waiting takes its bell only once it learns of waiters): 10 ms
 // doubling to 1 s.
 func probeBackoff(n int) time.Duration {
-	return min(10*time.Millisecond<<min(n, 7), time.Second)
+	return backoff.Exp(10*time.Millisecond, time.Second, n)
 }
 
 // connect borrows a connection for a ringer, or nil when none comes.

@@ -27,6 +27,14 @@
 // holds in one statement per renewal tick ([Store.RenewMany], 500 leases
 // a statement). Push needs at least four.
 //
+// On SQLite every process shares the file's write lock, and every
+// acquire, renewal and release is a write transaction: a process stopped
+// (SIGSTOP, a debugger, a frozen container or VM) inside one keeps every
+// other process from taking, renewing or releasing any lock of the file
+// until it resumes, however long ago its own lease ended. Its late writes
+// are still fenced, but liveness on SQLite assumes that no contender is
+// stopped; a server store (PostgreSQL, MySQL) has no such shared lock.
+//
 // # How it works
 //
 // One row per lock in the table simba_mutex (or the one named by
@@ -69,7 +77,7 @@
 // withdraws the caller in any case (token 0 only withdraws). When a release
 // leaves live waiters, the lock is reserved for the first one for the
 // hand-off window ([WithHandoff], 1 s by default) and only that waiter is
-// woken; others that try meanwhile get an empty Owner and a positive
+// woken; others that try meanwhile get an empty OwnerID and a positive
 // Transition, the time to try again (for a waiter behind the first two,
 // the window plus a grant as long as its own: it cannot have the lock
 // sooner, and is woken when its turn comes). A first waiter that does not come in

@@ -77,7 +77,7 @@ func (l *listener) run(ctx context.Context) {
 		case err != nil:
 			l.log.Warn("sqlstore: LISTEN connection failed; waiters poll until it is back", "error", err)
 		}
-		if !sleepCtx(ctx, backoff(n)) {
+		if !sleepCtx(ctx, reconnectBackoff(n)) {
 			return
 		}
 	}

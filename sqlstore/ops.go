@@ -95,7 +95,7 @@ func (r row) record() lease.Record {
 
 // remaining turns a row into remaining durations. A grant whose transition
 // has ended is a free lock; a free lock whose transition_at is ahead is
-// held back for the first waiter (empty Owner, positive Transition).
+// held back for the first waiter (empty OwnerID, positive Transition).
 func (r row) remaining() lease.Record {
 	if !r.found || r.transitionAt <= r.now {
 		return lease.Record{}
@@ -126,7 +126,7 @@ const maxWaitMs = int64(30 * 24 * time.Hour / time.Millisecond)
 // holds the lock exactly when the returned Record's Owner is contender.
 // A contender that loses while it watches the lock through this Store
 // (as a lease.Manager's waiter does) joins the lock's wait queue; a
-// lock held back for the first waiter is an empty Owner with a positive
+// lock held back for the first waiter is an empty OwnerID with a positive
 // Transition: the rest of the hand-off window, and for a waiter queued
 // behind the first two, one grant of ttl + transition more (the soonest
 // it can expect the lock: its Manager does not poll before). See
@@ -251,7 +251,7 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 }
 
 // Get returns the current record of lock without changing it. An unknown
-// or free lock has an empty Owner.
+// or free lock has an empty OwnerID.
 func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 	if err := lease.ValidateName(name); err != nil {
 		return lease.Record{}, s.errorf("get", name, err)

@@ -127,7 +127,7 @@ const maxHandoff = time.Minute
 // WithHandoff sets the hand-off window (default [DefaultHandoff]). A
 // Release that leaves live waiters in the lock's queue reserves the lock
 // for the first one for d and wakes it (and only it); others that try
-// meanwhile get an empty Owner and a positive Transition, the time to try
+// meanwhile get an empty OwnerID and a positive Transition, the time to try
 // again. A waiter that does not come in time loses its place to whoever
 // comes next, and the waiter after it is woken when the window ends
 // (PostgreSQL, SQLite) or by its doorbell (MySQL). d = 0 reserves nothing:

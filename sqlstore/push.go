@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simba-go/simba/internal/backoff"
 	"github.com/simba-go/simba/lease"
 )
 
@@ -368,10 +369,10 @@ func send(ch chan lease.Event, ev lease.Event) {
 	}
 }
 
-// backoff is the pause before the n-th (from 0) attempt to reconnect a
-// notification path: 50 ms doubling to 2 s.
-func backoff(n int) time.Duration {
-	return min(50*time.Millisecond<<min(n, 6), 2*time.Second)
+// reconnectBackoff is the pause before the n-th (from 0) attempt to
+// reconnect a notification path: 50 ms doubling to 2 s.
+func reconnectBackoff(n int) time.Duration {
+	return backoff.Exp(50*time.Millisecond, 2*time.Second, n)
 }
 
 // sleepCtx waits d or until ctx ends; false when ctx ended.

@@ -5,17 +5,17 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"time"
 
+	"github.com/simba-go/simba/internal/backoff"
 	"github.com/simba-go/simba/lease"
 )
 
 // retry runs f until it succeeds, fails with an error that is not
 // transient, or has been retried s.retries times, with a short jittered
-// backoff between attempts. A transient error means the server rolled the
+// backoff between attempts (2 ms doubling to 1 s). A transient error means the server rolled the
 // statement back (or never got it), so running it again is safe.
 //
 // SQLite's busy errors are retried apart from that count, with a backoff
@@ -28,20 +28,20 @@ func (s *Store) retry(ctx context.Context, f func() error) error {
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		var backoff time.Duration
+		var pause time.Duration
 		switch {
 		case liteBusy(err) && time.Since(start) < liteBusyMax:
-			backoff = min(time.Duration(1<<min(busy, 6))*time.Millisecond, 50*time.Millisecond) + rand.N(time.Millisecond)
+			pause = backoff.Plus(backoff.Exp(time.Millisecond, 50*time.Millisecond, busy), time.Millisecond)
 			busy++
 		case transient(err) && attempt < s.retries:
-			backoff = time.Duration(2<<attempt)*time.Millisecond + rand.N(2*time.Millisecond)
+			pause = backoff.Plus(backoff.Exp(2*time.Millisecond, time.Second, attempt), 2*time.Millisecond)
 			attempt++
 		case setupError(err):
 			return fmt.Errorf("%w (run the migrations of package schema, or check the grants): %w", lease.ErrStoreSetup, err)
 		default:
 			return err
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -61,7 +61,7 @@ func (p *poller) run(ctx context.Context) {
 			return
 		}
 		p.log.Warn("sqlstore: SQLite change poll failed; retrying", "error", err)
-		if !sleepCtx(ctx, backoff(n)) {
+		if !sleepCtx(ctx, reconnectBackoff(n)) {
 			return
 		}
 	}

@@ -28,7 +28,7 @@ var (
 		"step := min(c.ttl, deadline.Sub(sent))"}}
 	noJitter = []patch{{"lease/timing.go",
 		"d := rec.Transition + lo + rand.N(jitterLate-lo)",
-		"_, d := lo, rec.Transition"}}
+		"_, d := rand.N(jitterLate-lo), rec.Transition // mutant: no jitter"}}
 	// Both of Stop's paths (from outside the callbacks and from inside
 	// one) release at once instead of draining.
 	stopReleasesEarly = []patch{

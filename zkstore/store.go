@@ -80,19 +80,26 @@ type owner struct {
 	g         grant
 }
 
-// An Option configures a Store made by [New].
-type Option func(*Store) error
+// An Option configures a Store made by [New]. Options validate their input:
+// New returns the first option's error.
+type Option func(*config) error
+
+// config is what the options set and [New] reads.
+type config struct {
+	root string
+	acl  []zk.ACL
+}
 
 // WithRoot keeps the locks under the znode root (default [DefaultRoot]),
 // an absolute, clean path outside /zookeeper. Missing parents are created
 // as persistent nodes with the Store's ACL. Stores that must see the same
 // locks need the same root.
 func WithRoot(root string) Option {
-	return func(s *Store) error {
+	return func(c *config) error {
 		if err := validRoot(root); err != nil {
 			return fmt.Errorf("%w: zkstore: %v", lease.ErrInvalidArgument, err)
 		}
-		s.root = root
+		c.root = root
 		return nil
 	}
 }
@@ -101,7 +108,7 @@ func WithRoot(root string) Option {
 // zk.WorldACL(zk.PermAll)). The conn's credentials must allow it to read,
 // create, write and delete under the root with this ACL.
 func WithACL(acl ...zk.ACL) Option {
-	return func(s *Store) error {
+	return func(c *config) error {
 		if len(acl) == 0 {
 			return fmt.Errorf("%w: zkstore: empty ACL", lease.ErrInvalidArgument)
 		}
@@ -111,7 +118,7 @@ func WithACL(acl ...zk.ACL) Option {
 					lease.ErrInvalidArgument, a)
 			}
 		}
-		s.acl = append([]zk.ACL(nil), acl...)
+		c.acl = append([]zk.ACL(nil), acl...)
 		return nil
 	}
 }
@@ -126,16 +133,16 @@ func New(sess *Session, opts ...Option) (*Store, error) {
 	if sess == nil || sess.conn == nil || sess.tap == nil {
 		return nil, fmt.Errorf("%w: zkstore: nil Session (make one with zkstore.Connect)", lease.ErrInvalidArgument)
 	}
-	s := &Store{sess: sess, root: DefaultRoot, acl: zk.WorldACL(zk.PermAll), keys: map[nodeKey]*keyState{}, dirs: map[string]struct{}{}}
+	c := config{root: DefaultRoot, acl: zk.WorldACL(zk.PermAll)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: zkstore: nil Option", lease.ErrInvalidArgument)
 		}
-		if err := o(s); err != nil {
+		if err := o(&c); err != nil {
 			return nil, err
 		}
 	}
-	return s, nil
+	return &Store{sess: sess, root: c.root, acl: c.acl, keys: map[nodeKey]*keyState{}, dirs: map[string]struct{}{}}, nil
 }
 
 // MaxGrant returns the longest ttl + transition the Store honours now: the

@@ -3,6 +3,8 @@ package zkstore
 import (
 	"context"
 	"time"
+
+	"github.com/simba-go/simba/internal/backoff"
 )
 
 // The watchdog keeps the promise behind renewals without writes: a node
@@ -137,8 +139,7 @@ func (s *Store) Close() error {
 // the node or its session is gone.
 func (s *Store) retireLater(k nodeKey, n node) {
 	go func() {
-		backoff := 50 * time.Millisecond
-		for {
+		for fails := 0; ; fails++ {
 			st := s.sess.tap.state()
 			if st.sid != n.session {
 				break // the server deleted it with the session
@@ -149,13 +150,12 @@ func (s *Store) retireLater(k nodeKey, n node) {
 			if err == nil || gone(err) {
 				break
 			}
-			t := time.NewTimer(backoff)
+			t := time.NewTimer(backoff.Exp(50*time.Millisecond, time.Second, fails))
 			select {
 			case <-t.C:
 			case <-st.changed:
 			}
 			t.Stop()
-			backoff = min(2*backoff, time.Second)
 		}
 		s.buried(k, n.path)
 	}()

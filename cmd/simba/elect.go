@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/simba-go/simba/internal/backoff"
 	"github.com/simba-go/simba/lease"
 )
 
@@ -44,7 +45,7 @@ type elector struct {
 // loop contends, and resigns and contends again after CMD exits by itself,
 // until SIGINT or SIGTERM.
 func (e *elector) loop() error {
-	backoff := minRestart
+	restarts := 0 // since CMD last ran stableRunFor
 	for {
 		cont, err := e.m.Contend(e.name, lease.Callbacks{OnAcquired: e.lead})
 		if err != nil {
@@ -69,10 +70,11 @@ func (e *elector) loop() error {
 			return x.err
 		}
 		if x.ran >= stableRunFor {
-			backoff = minRestart
+			restarts = 0
 		}
-		e.printf("elect: resigned %q; contending again in %v", e.name, backoff)
-		wait := time.NewTimer(backoff)
+		pause := backoff.Exp(minRestart, maxRestart, restarts)
+		e.printf("elect: resigned %q; contending again in %v", e.name, pause)
+		wait := time.NewTimer(pause)
 		for waiting := true; waiting; {
 			select {
 			case s := <-e.sigs:
@@ -84,7 +86,7 @@ func (e *elector) loop() error {
 				waiting = false
 			}
 		}
-		backoff = min(2*backoff, maxRestart)
+		restarts++
 	}
 }
 

@@ -250,6 +250,9 @@ func sqliteSetup(t *testing.T) Setup {
 		},
 		Spawn: func() (*exec.Cmd, Faulter) { return child("sqlite", dsn, ""), nil },
 		TTL:   realTTL, Transition: realTr,
+		// A process stopped inside a write transaction holds the file's
+		// write lock: nobody writes until it resumes.
+		StopBlocks: true,
 	}
 }
 

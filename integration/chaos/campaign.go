@@ -103,6 +103,12 @@ type Setup struct {
 	// Only, when not nil, restricts the fault kinds the nemeses draw to
 	// those it matches (a campaign aimed at one fault).
 	Only *regexp.Regexp
+	// StopBlocks says that a contender process stopped (SIGSTOP) inside a
+	// write transaction keeps every other contender out of the store until
+	// it resumes (SQLite: the stopped process holds the file's write
+	// lock). A takeover after a SIGSTOP is then judged from the resume,
+	// not from the start (see checkTakeover).
+	StopBlocks bool
 }
 
 // Fault kinds of the nemesis (RELIABILITY.md's scenarios).
@@ -279,7 +285,7 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	hv, res.Beyond = beyond(res.Episodes, res.Report.Violations, span+2*time.Second)
 	detected(res.Episodes, h.Detections(), span+2*time.Second)
 	res.Violations = append(res.Violations, hv...)
-	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span, end)...)
+	res.Violations = append(res.Violations, checkTakeover(s.Name, res.Episodes, h.Holds(), span, end, s.StopBlocks)...)
 	var hv2 []Violation
 	res.HeadHandoffs, hv2 = checkHandoff(s.Name, res.Episodes, h.Holds(), span, s.Handoff)
 	res.Violations = append(res.Violations, hv2...)
@@ -670,10 +676,19 @@ func (l *lane) nemesis(ctx context.Context, rng *rand.Rand) {
 // or when a server fault (a pause or restart, drawn by lane 0's nemesis)
 // overlaps its window: a server that does not answer delays every
 // takeover, and that is not the holder's fault.
-func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Duration) []Violation {
-	bound := span + 2*time.Second
-	server := serverWindows(eps, bound) // server faults, each extended by a bound for recovery
-	overlaps := func(e Episode) bool {
+//
+// Two faults of the same lock stretch the bound. A fault on another
+// contender, a waiter then, that starts in the window and can keep it
+// from hearing its own grant (its calls cut, slowed or their replies
+// dropped, its process stopped or killed) may leave a grant that nobody
+// holds in the store until its transition ends: one more ttl +
+// transition. With stopBlocks (SQLite), a process stopped (SIGSTOP)
+// inside a write transaction keeps everyone out of the store until it
+// resumes: the bound runs from the resume.
+func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Duration, stopBlocks bool) []Violation {
+	base := span + 2*time.Second
+	server := serverWindows(eps, base) // server faults, each extended by a bound for recovery
+	overlaps := func(e Episode, bound time.Duration) bool {
 		for _, w := range server {
 			if w[0] <= e.Start+bound && e.Start <= w[1] {
 				return true
@@ -683,12 +698,19 @@ func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Dur
 	}
 	var vs []Violation
 	for _, e := range eps {
+		bound := base
+		if e.Fault == FaultStopProc && stopBlocks {
+			bound = max(bound, e.Healed-e.Start+base)
+		}
+		if mayOrphan(eps, e, e.Start+bound) {
+			bound += span
+		}
 		switch {
-		case !e.Held || e.Start+bound > end || overlaps(e):
+		case !e.Held || e.Start+bound > end || overlaps(e, bound):
 			continue
 		case e.Fault == FaultKillProc:
 		case e.Fault == FaultBlackhole || e.Fault == FaultCut || e.Fault == FaultStopProc:
-			if e.Healed-e.Start < bound {
+			if e.Healed-e.Start < base {
 				continue // healed before the bound
 			}
 		default:
@@ -714,6 +736,21 @@ func checkTakeover(setup string, eps []Episode, holds []Hold, span, end time.Dur
 	return vs
 }
 
+// mayOrphan reports whether a fault of eps on another contender of e's lock,
+// which did not hold when it began, starts after e and before until and
+// may keep its victim from hearing a grant the store made it (see
+// checkTakeover).
+func mayOrphan(eps []Episode, e Episode, until time.Duration) bool {
+	return slices.ContainsFunc(eps, func(o Episode) bool {
+		switch o.Fault {
+		case FaultBlackhole, FaultCut, FaultDelay, FaultDropReplies, FaultStopProc, FaultKillProc, FaultKillWaiter, FaultKillHead:
+		default:
+			return false
+		}
+		return o.mutex == e.mutex && o.Victim != e.Victim && !o.Held && o.Start > e.Start && o.Start <= until
+	})
+}
+
 // serverWindows returns the spans of the server faults of eps, each
 // extended by bound for recovery.
 func serverWindows(eps []Episode, bound time.Duration) [][2]time.Duration {
@@ -732,8 +769,10 @@ func serverWindows(eps []Episode, bound time.Duration) [][2]time.Duration {
 // a grant to a live contender within bound (the hand-off window and the
 // time to be woken; a stall until the old grant's transition end is
 // longer; bound 0: measured only). Episodes near a server fault other
-// than a clock step within the margin are not judged. It returns the
-// hand-off times it measured and the violations.
+// than a clock step within the margin are not judged, nor are hand-offs
+// whose bound a server fault cuts short (a pause that starts 2 s after
+// the release stalls the grant the waiter was about to get). It returns
+// the hand-off times it measured and the violations.
 func checkHandoff(setup string, eps []Episode, holds []Hold, span, bound time.Duration) ([]time.Duration, []Violation) {
 	server := serverWindows(slices.DeleteFunc(slices.Clone(eps), func(e Episode) bool {
 		return e.Fault == FaultClockForward || e.Fault == FaultClockBackward // a few hundred ms at most
@@ -741,9 +780,10 @@ func checkHandoff(setup string, eps []Episode, holds []Hold, span, bound time.Du
 	var gaps []time.Duration
 	var vs []Violation
 	for _, e := range eps {
-		if e.Fault != FaultKillHead || slices.ContainsFunc(server, func(w [2]time.Duration) bool {
-			return w[0] <= e.Healed && e.Start <= w[1]
-		}) {
+		near := func(from, to time.Duration) bool {
+			return slices.ContainsFunc(server, func(w [2]time.Duration) bool { return w[0] <= to && from <= w[1] })
+		}
+		if e.Fault != FaultKillHead || near(e.Start, e.Healed) {
 			continue
 		}
 		var rel *Hold // the first release after the kill
@@ -753,7 +793,7 @@ func checkHandoff(setup string, eps []Episode, holds []Hold, span, bound time.Du
 				rel = &holds[i]
 			}
 		}
-		if rel == nil || rel.Done > e.Healed {
+		if rel == nil || rel.Done > e.Healed || (bound > 0 && near(rel.Done, rel.Done+bound)) {
 			continue
 		}
 		next := time.Duration(-1)

@@ -264,6 +264,31 @@ func TestHandoffAfterDeadHead(t *testing.T) {
 	}
 }
 
+// TestHandoffCutByServerPause: a server pause that starts after the kill
+// episode healed but before the hand-off's bound ran out stalls the grant
+// the next waiter was about to get; that hand-off is not judged (the
+// campaign of 2026-11-24, redis lane 1: the head killed at 27m31.80,
+// released at 27m32.13, the server paused from 27m34.17 to 27m39.13, the
+// next grant at 27m40.26, reported as an 8.13 s stall against 2.5 s). A
+// pause after the bound ran out does not excuse a stall.
+func TestHandoffCutByServerPause(t *testing.T) {
+	kill := Episode{Fault: FaultKillHead, Victim: "redis-1-p0.95", Start: at(27, 31.801), Healed: at(27, 33.504), mutex: "m"}
+	step := Episode{Fault: FaultClockBackward, Start: at(27, 31.349), Healed: at(27, 33.383), Step: -76 * time.Millisecond}
+	holds := []Hold{
+		{Mutex: "m", Client: "redis-1-w2", Token: 1, Acquired: at(27, 30.1), Done: at(27, 32.129)},
+		{Mutex: "m", Client: "redis-1-w0", Token: 2, Acquired: at(27, 40.259), Done: at(27, 42.3)},
+	}
+	pause := func(start time.Duration) Episode {
+		return Episode{Fault: FaultPauseServer, Start: start, Healed: start + 5*time.Second}
+	}
+	if gaps, vs := checkHandoff("redis", []Episode{kill, step, pause(at(27, 34.166))}, holds, 3*time.Second, 2500*time.Millisecond); len(vs)+len(gaps) != 0 {
+		t.Errorf("a pause 2.04 s after the release: gaps %v, violations %v; want it not judged", gaps, vs)
+	}
+	if _, vs := checkHandoff("redis", []Episode{kill, step, pause(at(27, 34.7))}, holds, 3*time.Second, 2500*time.Millisecond); len(vs) != 1 || vs[0].Invariant != "I5" {
+		t.Errorf("a pause after the bound ran out: violations %v, want one I5", vs)
+	}
+}
+
 // TestWaitersOrder: the longest waiting comes first; one that got the
 // lock or left no longer waits.
 func TestWaitersOrder(t *testing.T) {

@@ -1,13 +1,16 @@
 package sqlstore_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,6 +121,87 @@ func appendLine(t *testing.T, path, line string) {
 	}
 	defer f.Close()
 	if _, err := f.WriteString(line + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// envChildTx names the SQLite file in which a child of
+// TestSQLiteStoppedWriterBlocks holds a write transaction open.
+const envChildTx = "SIMBA_SQLSTORE_CHILD_TX"
+
+// TestSQLiteStoppedWriterBlocks: a process stopped (SIGSTOP) inside a
+// write transaction on the file — as a holder stopped during a renewal is
+// — keeps every other process from writing it, so no contender can take
+// the lock, however long ago the stopped holder's lease ended, until it
+// resumes: an embedded single-file store shares its write lock with every
+// process (make chaos, 2026-11-24: a holder stopped for 5.5 s and the
+// next grant 28 ms after it resumed).
+func TestSQLiteStoppedWriterBlocks(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "simba.db")
+	sqlite.migrate(t, liteDSN(db))
+	// A short busy timeout keeps the test short: the driver's wait for a
+	// locked file does not end with the context.
+	s := sqlite.newStore(t, strings.Replace(liteDSN(db), "busy_timeout(10000)", "busy_timeout(500)", 1))
+	if _, err := s.Acquire(t.Context(), "stopped/writer", "a", time.Second, time.Second); err != nil {
+		t.Fatal(err) // the file and the store work
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSQLiteWriterProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envChildTx+"="+db)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "in tx\n" {
+		t.Fatalf("writer process: %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	rec, err := s.Acquire(ctx, "stopped/writer", "b", time.Second, time.Second)
+	cancel()
+	if err == nil {
+		t.Fatalf("Acquire while another process is stopped in a write transaction: %+v, want an error (the file is locked)", rec)
+	}
+	t.Logf("while the writer is stopped: %v", err)
+
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	_ = in.Close() // the writer commits and exits
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("writer process: %v", err)
+	}
+	if _, err := s.Acquire(t.Context(), "stopped/writer", "b", time.Second, time.Second); err != nil {
+		t.Fatalf("Acquire after the writer resumed: %v", err)
+	}
+}
+
+// TestSQLiteWriterProcess is the writer of TestSQLiteStoppedWriterBlocks
+// when run as its child: it opens a write transaction (BEGIN IMMEDIATE,
+// as the store's DSN asks), says so, and commits when its stdin closes;
+// otherwise it returns at once.
+func TestSQLiteWriterProcess(t *testing.T) {
+	db := os.Getenv(envChildTx)
+	if db == "" {
+		return
+	}
+	tx, err := sqlite.open(t, liteDSN(db)).BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("in tx")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,12 +1,16 @@
 package testserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -154,4 +158,37 @@ func TestStartFailsFastOnTakenPort(t *testing.T) {
 	if p.isUp() {
 		t.Fatal("process counted as up after a failed start")
 	}
+}
+
+// TestStartWaitsForASlowServer: a server whose every new connection takes
+// longer to answer than the first probe's time limit is ready, not down
+// (make chaos, 2026-11-24: "postgres 127.0.0.1:34791 not ready after 1m0s
+// (last probe: ... failed to receive message: timeout: context deadline
+// exceeded)" while its backends wrote "could not send data to client:
+// Broken pipe" for every probe that gave up, at load 20).
+func TestStartWaitsForASlowServer(t *testing.T) {
+	bin, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip(err)
+	}
+	const answer = 1500 * time.Millisecond // each connection's answer takes longer than a first probe gets
+	var probes atomic.Int32
+	p := newProcess("slow", "127.0.0.1:1", procSpec{
+		path: bin, args: []string{"600"}, dir: t.TempDir(), logPath: filepath.Join(t.TempDir(), "log"),
+		uid: -1, stopSig: syscall.SIGKILL,
+		ready: func(ctx context.Context) error {
+			probes.Add(1)
+			select {
+			case <-time.After(answer):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	if err := p.Start(); err != nil {
+		t.Fatalf("Start of a server that answers in %v: %v (%d probes)", answer, err, probes.Load())
+	}
+	defer func() { _ = p.Stop() }()
+	t.Logf("ready after %d probes", probes.Load())
 }

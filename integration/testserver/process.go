@@ -18,7 +18,11 @@ import (
 // Time limits for local processes.
 const (
 	startTimeout = 60 * time.Second // until a started server serves
-	stopTimeout  = 15 * time.Second // graceful stop, then SIGKILL
+	// probeTimeout is a readiness probe's first time limit, doubled after
+	// each probe that ran out of it, up to maxProbeTimeout.
+	probeTimeout    = time.Second
+	maxProbeTimeout = 8 * time.Second
+	stopTimeout     = 15 * time.Second // graceful stop, then SIGKILL
 )
 
 // errAddrInUse marks a start that failed because another process took the
@@ -238,11 +242,14 @@ func (p *Process) start() error {
 }
 
 // waitReady polls the readiness probe until it passes, the process exits or
-// startTimeout passes.
+// startTimeout passes. A probe gets probeTimeout, doubled after each probe
+// that ran out of time up to maxProbeTimeout: a server that serves but
+// answers a new connection slowly (a PostgreSQL backend starting under
+// libfaketime at load 20) is ready, not down.
 func (p *Process) waitReady() error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	delay := 10 * time.Millisecond
+	delay, timeout := 10*time.Millisecond, probeTimeout
 	var last error
 	for {
 		if exited(p.cmd.Process.Pid) {
@@ -254,11 +261,15 @@ func (p *Process) waitReady() error {
 			}
 			return fmt.Errorf("testserver: %s exited at start (%v); log %s:\n%s", p, werr, p.spec.logPath, tail)
 		}
-		probe, cancelProbe := context.WithTimeout(ctx, time.Second) // short: exits are checked between probes
+		probe, cancelProbe := context.WithTimeout(ctx, timeout) // short: exits are checked between probes
 		last = p.spec.ready(probe)
+		slow := probe.Err() != nil
 		cancelProbe()
 		if last == nil {
 			return nil
+		}
+		if slow {
+			timeout = min(2*timeout, maxProbeTimeout)
 		}
 		select {
 		case <-ctx.Done():
