@@ -80,8 +80,16 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 
 // grant gives k's node, first in line, to its contender (again): for
 // ttl + transition from start, but no longer than the session surely
-// lives. ok is false when the node was deleted meanwhile.
+// lives. ok is false when the node was deleted meanwhile, or when its
+// session ended: st, read after the queue, may be a later session's, which
+// says nothing of n (a process resumed after its session expired reads its
+// old node in a listing, then its conn opens a new session; the server has
+// deleted the node since, and the next in line holds the lock).
 func (s *Store) grant(k nodeKey, n *node, g grant, start time.Time, st sessionState) (lease.Record, bool, error) {
+	if st.sid != n.session && st.sid != 0 {
+		s.forget(k, n.path)
+		return lease.Record{}, false, nil
+	}
 	left := st.left(start)
 	if left <= 0 {
 		return lease.Record{}, false, noSession(st)
@@ -215,6 +223,12 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 	q, err := s.list(ctx, dir)
 	if err != nil {
 		return nil, q, nil, err
+	}
+	s.mu.Lock()
+	hook := s.afterQueueRead
+	s.mu.Unlock()
+	if hook != nil {
+		hook()
 	}
 	if mine := q.mine(k.contender); n != nil && len(mine) == 1 && mine[0].name == path.Base(n.path) {
 		return n, q, nil, nil // the common case: exactly our node

@@ -34,6 +34,24 @@ func init() {
 		}
 		return &Session{conn: conn, tap: newTap()}, nil
 	}
+	testhooks.ZKAfterQueueRead = func(st any, f func()) {
+		s := st.(*Store)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.afterQueueRead = f
+	}
+	testhooks.ZKHoldWatchdog = func(st any) func() {
+		s := st.(*Store)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.dog.held = true
+		return func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.dog.held = false
+			s.wakeLocked()
+		}
+	}
 	testhooks.ZKSubscribed = func(st any, mutex, contender string) bool {
 		s := st.(*Store)
 		s.mu.Lock()

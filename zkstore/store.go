@@ -29,6 +29,8 @@ type Store struct {
 	dirs map[string]struct{} // lock znodes a create went into lately (guarded by mu)
 
 	trips atomic.Int64 // requests sent, for tests and benchmarks
+
+	afterQueueRead func() // a test's (hooks.go), guarded by mu
 }
 
 // nodeKey names one contender's interest in one lock.

@@ -324,9 +324,12 @@ func zkSetup(t *testing.T, name string, session time.Duration, opts ...testserve
 	}
 }
 
-// zkConnect opens a session through addrs and waits for it.
+// zkConnect opens a session through addrs and waits up to 20 s for it
+// (the servers are up when a set-up starts).
 func zkConnect(t *testing.T, addrs []string, session time.Duration) *zkstore.Session {
-	sess, err := dialZK(t.Context(), addrs, session)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	sess, err := dialZK(ctx, addrs, session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,10 +337,8 @@ func zkConnect(t *testing.T, addrs []string, session time.Duration) *zkstore.Ses
 	return sess
 }
 
-// dialZK opens a session through addrs and waits up to 20 s for it.
+// dialZK opens a session through addrs and waits for it until ctx ends.
 func dialZK(ctx context.Context, addrs []string, session time.Duration) (*zkstore.Session, error) {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
 	return zkstore.Connect(ctx, addrs, session, zkstore.WithConnOptions(zk.WithLogInfo(false), zk.WithLogger(quietZK{})))
 }
 

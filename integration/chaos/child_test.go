@@ -43,7 +43,11 @@ func child(store, target, root string) *exec.Cmd {
 // childStore makes a contender process's store from its environment:
 // target is a DSN (postgres, mysql, sqlite), an address (redis), a comma
 // list of node=proxy pairs (redis-cluster) or of addresses (zookeeper).
-func childStore() (lease.Store, []lease.Option, func(), error) {
+// A ZooKeeper process waits for its session until ctx ends: one respawned
+// while the nemesis restarts the server (10–20 s at load 20) gave up after
+// 20 s and exited, failing the campaign ("zkstore: no session with
+// [127.0.0.1:44687]: context deadline exceeded").
+func childStore(ctx context.Context) (lease.Store, []lease.Option, func(), error) {
 	target, root := os.Getenv(envTarget), os.Getenv(envRoot)
 	kind := os.Getenv(envStore)
 	switch kind {
@@ -101,7 +105,7 @@ func childStore() (lease.Store, []lease.Option, func(), error) {
 			}
 			session = d
 		}
-		conn, err := dialZK(context.Background(), strings.Split(target, ","), session)
+		conn, err := dialZK(ctx, strings.Split(target, ","), session)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -120,8 +120,10 @@ func (p *proc) terminate() error {
 // lane's lock with the store newStore returns (and the Manager options it
 // needs, nil for the campaign's ttl and transition) and increments the
 // lane's registers through the campaign's hub, until SIGTERM or until the
-// hub goes away. It returns the process's exit code.
-func ChildMain(newStore func() (lease.Store, []lease.Option, func(), error)) int {
+// hub goes away. newStore may wait for its server as long as ctx lasts (a
+// server restarting under load takes seconds): a process told to end
+// before it has a store exits with 0. It returns the process's exit code.
+func ChildMain(newStore func(ctx context.Context) (lease.Store, []lease.Option, func(), error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	fail := func(err error) int {
@@ -148,8 +150,11 @@ func ChildMain(newStore func() (lease.Store, []lease.Option, func(), error)) int
 		case <-ctx.Done():
 		}
 	}()
-	store, opts, closeStore, err := newStore()
+	store, opts, closeStore, err := newStore(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return 0 // told to end while it waited for its server
+		}
 		return fail(err)
 	}
 	defer closeStore()

@@ -34,3 +34,7 @@ func offlineSession() (*zkstore.Session, error) {
 func subscribed(s *zkstore.Store, name, contender string) bool {
 	return testhooks.ZKSubscribed(s, name, contender)
 }
+
+func afterQueueRead(s *zkstore.Store, f func()) { testhooks.ZKAfterQueueRead(s, f) }
+
+func holdWatchdog(s *zkstore.Store) (release func()) { return testhooks.ZKHoldWatchdog(s) }

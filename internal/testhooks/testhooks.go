@@ -50,4 +50,10 @@ var (
 	// ZKSubscribed reports whether a Watch subscription of contender for
 	// lock is live in s.
 	ZKSubscribed func(s any, mutex, contender string) bool
+	// ZKAfterQueueRead makes s call f (nil: nothing) each time an Acquire
+	// of a contender whose node s knows has read the lock's queue.
+	ZKAfterQueueRead func(s any, f func())
+	// ZKHoldWatchdog keeps s's watchdog from looking at s's nodes (it
+	// neither deletes nor forgets any) until release is called.
+	ZKHoldWatchdog func(s any) (release func())
 )
