@@ -19,7 +19,7 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 	sort.Slice(results, func(i, j int) bool { return results[i].Setup < results[j].Setup })
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("# %s\n\n", title)
-	p("Each backend runs independent lanes: a mutex with its own contenders — in-process Managers, each with its own client, and contender processes — its own fenced and unfenced registers, and its own nemesis (only lane 0's touches the server). ")
+	p("Each backend runs independent lanes: a lock with its own contenders — in-process Managers, each with its own client, and contender processes — its own fenced and unfenced registers, and its own nemesis (only lane 0's touches the server). ")
 	p("Leases lost are those whose holder was told by its deadline; the margin is how long before the next grant the holder of a lost lease was told (I3), the smallest seen (a holder stopped by SIGSTOP or killed is judged by the fence instead: it cannot be told while it does not run).\n\n")
 	p("| backend | lanes × contenders | episodes | leases | lost | violations | fenced writes | refused by the fence | unfenced lost updates | smallest margin after a loss |\n")
 	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
@@ -29,7 +29,7 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 			len(r.Violations), r.Fenced.Accepted, r.Fenced.Refused, r.Unfenced.Lost, margin(r.Report.LostMargin))
 	}
 	p("\n## Worst takeover after a healed fault\n\n")
-	p("Time from the end of a fault to the next grant on the lane's mutex, to any contender (the victim too). It includes the holders' think time (ttl) between acquiring and releasing; I5 is judged separately, from the fault's start (below).\n\n")
+	p("Time from the end of a fault to the next grant on the lane's lock, to any contender (the victim too). It includes the holders' think time (ttl) between acquiring and releasing; I5 is judged separately, from the fault's start (below).\n\n")
 	p("| backend | fault | episodes | worst takeover |\n| --- | --- | --- | --- |\n")
 	for _, r := range results {
 		type agg struct {
@@ -67,7 +67,7 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 		}
 	}
 	p("\n## Per backend: which faults are survived, detected, or only fenced\n\n")
-	p("Survived: the holder is told of its loss before anyone else is granted the mutex, and I1–I7 hold. Detected: the store or the lease notices the fault itself and holds the mutex back until no lost grant can still be believed. Only the fence: the holder cannot be told in time (it does not run, or its clock assumption is broken); a write it makes late carries a stale token, which a fenced resource refuses. ")
+	p("Survived: the holder is told of its loss before anyone else is granted the lock, and I1–I7 hold. Detected: the store or the lease notices the fault itself and holds the lock back until no lost grant can still be believed. Only the fence: the holder cannot be told in time (it does not run, or its clock assumption is broken); a write it makes late carries a stale token, which a fenced resource refuses. ")
 	p("Violations are counted per backend (below); overlaps are the holds that overlapped another after a fault beyond the documented assumptions (not violations: see the next section).\n")
 	for _, r := range results {
 		type agg struct{ n, overlaps, steps, caught int }
@@ -148,7 +148,7 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 	p("Network faults go through a TCP proxy per client (per node for Redis Cluster and the ZooKeeper ensemble); SQLite, which has no network, hangs the in-process client's calls instead. ")
 	p("I5 is checked after every black hole, reset or SIGSTOP of a holder that outlasts ttl + transition + 2 s, and after every kill -9 of a holder: another contender must hold within that bound of the fault's start. ")
 	p("Two exceptions stretch the bound. A fault in that window on a waiter (its calls cut, slowed or their replies dropped, its process stopped or killed) may leave a grant the store made it that it never heard of, which keeps everyone out until its transition ends: one more ttl + transition. On SQLite a process stopped inside a write transaction (a renewal, an acquire) holds the file's write lock, so nobody can take the lock until it resumes, however long ago its lease ended: the bound runs from the resume. That is inherent to an embedded store shared by processes through one file: a process that can be stopped (SIGSTOP, a debugger, a frozen container or VM) can stall every other contender for as long as it is stopped. ")
-	p("I7 is checked per lane after everyone closed: the mutex is free within ttl + transition + 2 s (the transition the store reports, when longer: ZooKeeper's is its session timeout); the test process is checked for leaked goroutines.\n\n")
+	p("I7 is checked per lane after everyone closed: the lock is free within ttl + transition + 2 s (the transition the store reports, when longer: ZooKeeper's is its session timeout); the test process is checked for leaked goroutines.\n\n")
 	p("- S5 (client wall clock stepped) is not injected: CLOCK_REALTIME is one clock for the whole machine — stepping it steps the servers' clocks too, which is a server clock fault, not S5 — and a time namespace offsets only the monotonic clocks. The lease and every store's client measure time only through Go's monotonic readings (the Clock contract of package lease); expiry is the server's. ")
 	p("For SQLite the server's clock *is* the machine's wall clock: a forward step of the machine clock shortens every held SQLite lease (the fence still rejects the stale holder).\n")
 	p("- Server clock steps (S14) run the servers under libfaketime (integration/testserver's ServerClock): only the server's CLOCK_REALTIME moves, by 0.1–0.5 × the safety margin within the assumption and by 2 × the margin to 2 × (ttl + transition) beyond it; steps add up over a run. Redis runs with glibc's malloc under it (Debian's jemalloc recurses into libfaketime at start). ZooKeeper expires sessions on the JVM's monotonic clock, so a step does not touch its grants. SQLite's clock is the machine's and is not stepped.\n")

@@ -3,6 +3,12 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +89,51 @@ func TestBadStores(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCompletion: the built binary's bash completion script, sourced in
+// bash, completes commands and each command's flags; zsh's is the same
+// script behind bashcompinit; any other shell is a usage error.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	r := e.run("completion", "bash")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("completion bash: exit %d, stderr %q", r.code, r.stderr)
+	}
+	sh, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("no bash to source the completion script in: %v", err)
+	}
+	script := filepath.Join(t.TempDir(), "simba.bash")
+	if err := os.WriteFile(script, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(words ...string) []string {
+		t.Helper()
+		q := make([]string, len(words))
+		for i, w := range words {
+			q[i] = strconv.Quote(w)
+		}
+		prog := fmt.Sprintf(`source %q; COMP_WORDS=(%s); COMP_CWORD=%d; _simba; printf '%%s\n' "${COMPREPLY[@]}"`,
+			script, strings.Join(q, " "), len(words)-1)
+		out, err := exec.Command(sh, "--norc", "-c", prog).CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash completing %q: %v: %s", words, err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	if got := complete("simba", "ru"); !slices.Equal(got, []string{"run"}) {
+		t.Errorf("simba ru<TAB> completes to %q, want [run]", got)
+	}
+	if got := complete("simba", "run", "--no"); !slices.Equal(got, []string{"--no-wait"}) {
+		t.Errorf("simba run --no<TAB> completes to %q, want [--no-wait]", got)
+	}
+	if got := complete("simba", "status", "--js"); !slices.Equal(got, []string{"--json"}) {
+		t.Errorf("simba status --js<TAB> completes to %q, want [--json]", got)
+	}
+	if z := e.run("completion", "zsh"); z.code != 0 || !strings.HasPrefix(z.stdout, "autoload -U +X bashcompinit") || !strings.Contains(z.stdout, "complete -o default -F _simba simba") {
+		t.Errorf("completion zsh: exit %d, stdout %q", z.code, z.stdout)
+	}
+	oneErrorLine(t, e.run("completion", "fish"), codeUsage)
 }
