@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -113,8 +114,8 @@ func checkOverlap(name string, hs []Hold) (vs []Violation, margin, lostMargin ti
 				}
 			}
 			if h.Acquired < end(prev) {
-				v := violation("I6", "%s: %s acquired token %d at %v while %s (token %d, acquired at %v) held until %s",
-					name, h.Client, h.Token, h.Acquired, prev.Client, prev.Token, prev.Acquired, doneString(prev.Done))
+				v := violation("I6", "%s: %s acquired token %d at %v while %s (token %d, acquired at %v) held until %s%s",
+					name, h.Client, h.Token, h.Acquired, prev.Client, prev.Token, prev.Acquired, doneString(prev.Done), howEnded(prev))
 				v.At = h.Acquired
 				vs = append(vs, v)
 			}
@@ -131,4 +132,18 @@ func doneString(d time.Duration) string {
 		return "the end of the run"
 	}
 	return d.String()
+}
+
+// howEnded tells how a hold in a violation ended: released or lost, and
+// its deadline where known.
+func howEnded(h Hold) string {
+	switch {
+	case h.Done == Open:
+		return ""
+	case !h.Lost:
+		return " (released)"
+	case h.Deadline != 0:
+		return fmt.Sprintf(" (lost; its deadline was %v)", h.Deadline)
+	}
+	return " (lost)"
 }

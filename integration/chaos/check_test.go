@@ -171,6 +171,22 @@ func TestLostMargin(t *testing.T) {
 	}
 }
 
+// TestOverlapTellsHowTheHoldEnded: an I6 violation says whether the
+// earlier hold was released or lost, and a lost one's deadline where the
+// worker knew it (a Done later than the deadline is the scheduling of a
+// loaded machine, not a belief the lease held).
+func TestOverlapTellsHowTheHoldEnded(t *testing.T) {
+	lost := hold("a", 1, 0, 1*ms, 10*ms)
+	lost.Lost, lost.Deadline = true, 8*ms
+	released := hold("c", 3, 20*ms, 21*ms, 30*ms)
+	rep := CheckHolds([]Hold{lost, hold("b", 2, 2*ms, 9*ms, 15*ms), released, hold("d", 4, 22*ms, 29*ms, 40*ms)})
+	if len(rep.Violations) != 2 ||
+		!strings.HasSuffix(rep.Violations[0].Detail, "held until 10ms (lost; its deadline was 8ms)") ||
+		!strings.HasSuffix(rep.Violations[1].Detail, "held until 30ms (released)") {
+		t.Errorf("violations %+v; want two I6, telling a lost hold's deadline and a released hold", rep.Violations)
+	}
+}
+
 // TestStoppedHolds: a hold over a stop of its process (SIGSTOP, kill) is
 // not held to I3 — it is late by the stop — but a hold acquired while
 // another, running holder still believed it held is.

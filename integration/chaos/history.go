@@ -38,6 +38,11 @@ type Hold struct {
 	Done time.Duration
 	// Lost is true when the lease ended by loss, not by Release.
 	Lost bool
+	// Deadline is the lease's last deadline (when Held turned false
+	// unless renewed), where the worker knew it: a violation shows it
+	// beside Done, which a loaded machine can make later than the
+	// deadline. 0 when unknown.
+	Deadline time.Duration
 	// Stopped is true when the holder's process was stopped (SIGSTOP) or
 	// killed while it held: it could not be told in time, so its Done says
 	// nothing about I3 (see [History.Stopped]).
@@ -132,6 +137,13 @@ func (h *History) End(hd *Hold, done time.Duration, lost bool) {
 	if hd.Done == Open {
 		hd.Done, hd.Lost = done, lost
 	}
+}
+
+// SetDeadline records hd's last deadline (see [Hold.Deadline]).
+func (h *History) SetDeadline(hd *Hold, deadline time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd.Deadline = deadline
 }
 
 // Waiting records that client asked for lock at since and waits for it

@@ -70,7 +70,11 @@ func (w *Worker) Run(ctx context.Context) int {
 			defer close(ended)
 			<-l.Done()
 			if errors.Is(l.Err(), lease.ErrLost) {
-				w.History.End(hd, w.History.Now(), true)
+				now := w.History.Now()
+				if r, ok := w.History.(interface{ SetDeadline(*Hold, time.Duration) }); ok { // in process
+					r.SetDeadline(hd, now-time.Since(l.Deadline()))
+				}
+				w.History.End(hd, now, true)
 			}
 		}()
 		if w.cycle(l) {
