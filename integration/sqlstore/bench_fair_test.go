@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/sqlstore"
 )
 
 // BenchmarkHandoffK: K contenders, each a Manager on a Store and pool of
@@ -78,21 +79,8 @@ func runHandoffs(tb testing.TB, d dialect, k, n, warm int) handoffs {
 	ms := make([]*lease.Manager, k)
 	var closers []func() // every server session of the contenders, so that PostgreSQL publishes their counters
 	for i := range ms {
-		db := d.open(tb, dsn)
-		db.SetMaxOpenConns(4)
-		db.SetMaxIdleConns(4)
-		s, err := d.store(db)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { s.Close() })
-		m, err := lease.NewManager(s, lease.WithTTL(5*time.Second), lease.WithTransition(3*time.Second),
-			lease.WithContenderID(fmt.Sprint("c", i)))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { m.Close(context.Background()) })
-		closers = append(closers, func() { m.Close(context.Background()); s.Close(); db.Close() })
+		m, closeAll := newContender(tb, d, dsn, i, 4, nil)
+		closers = append(closers, closeAll)
 		ms[i] = m
 	}
 	const hold = time.Millisecond
@@ -175,6 +163,32 @@ func runHandoffs(tb testing.TB, d dialect, k, n, warm int) handoffs {
 	}
 	r.gaps = r.gaps[warm:]
 	return r
+}
+
+// newContender returns the Manager of contender i ("c" i) on a Store and
+// a pool of its own, as bench/ runs one per process (ttl 5 s, transition
+// 3 s), and a function that closes all three; the Manager sees the Store
+// through wrap, when not nil.
+func newContender(tb testing.TB, d dialect, dsn string, i, pool int, wrap func(*sqlstore.Store) lease.Store) (*lease.Manager, func()) {
+	db := d.open(tb, dsn)
+	db.SetMaxOpenConns(pool)
+	db.SetMaxIdleConns(pool)
+	s, err := d.store(db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	var store lease.Store = s
+	if wrap != nil {
+		store = wrap(s)
+	}
+	m, err := lease.NewManager(store, lease.WithTTL(5*time.Second), lease.WithTransition(3*time.Second),
+		lease.WithContenderID(fmt.Sprint("c", i)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Close(context.Background()) })
+	return m, func() { m.Close(context.Background()); s.Close(); db.Close() }
 }
 
 // TestStatementsPerHandoff (issue 18): at K = 8 and 32 contenders on one

@@ -146,6 +146,14 @@ func BenchmarkHandoff(b *testing.B) {
 // countingDB opens dsn through a connector that counts the driver calls
 // that wait for the server.
 func countingDB(b testing.TB, d dialect, dsn string) (*sql.DB, *atomic.Int64) {
+	db, n, _ := countingPool(b, d, dsn, 8)
+	db.SetMaxIdleConns(2) // database/sql's default
+	return db, n
+}
+
+// countingPool is countingDB with a pool of size connections, all kept
+// idle, that also counts the connections it opens.
+func countingPool(b testing.TB, d dialect, dsn string, size int) (db *sql.DB, trips, conns *atomic.Int64) {
 	var c driver.Connector
 	switch d.name {
 	case "postgres":
@@ -165,11 +173,12 @@ func countingDB(b testing.TB, d dialect, dsn string) (*sql.DB, *atomic.Int64) {
 			b.Fatal(err)
 		}
 	}
-	n := new(atomic.Int64)
-	db := sql.OpenDB(counting{c, n})
-	db.SetMaxOpenConns(8)
+	trips, conns = new(atomic.Int64), new(atomic.Int64)
+	db = sql.OpenDB(counting{c, trips, conns})
+	db.SetMaxOpenConns(size)
+	db.SetMaxIdleConns(size)
 	b.Cleanup(func() { db.Close() })
-	return db, n
+	return db, trips, conns
 }
 
 // liteConnector opens dsn with modernc.org/sqlite.
@@ -180,10 +189,12 @@ func (c liteConnector) Driver() driver.Driver                        { return &m
 
 type counting struct {
 	driver.Connector
-	n *atomic.Int64
+	n     *atomic.Int64
+	conns *atomic.Int64 // connections opened
 }
 
 func (c counting) Connect(ctx context.Context) (driver.Conn, error) {
+	c.conns.Add(1)
 	conn, err := c.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err

@@ -30,7 +30,13 @@ func serverOps(tb testing.TB, d dialect, dsn string) func() int64 {
 		var err error
 		switch d.name {
 		case "postgres":
-			time.Sleep(1100 * time.Millisecond) // backends publish their counters once a second
+			// A busy backend publishes its counters at most once a second;
+			// one that goes idle less than a second after its last publish
+			// waits up to 10 s (PGSTAT_IDLE_INTERVAL) or for its next
+			// statement, and one that ends publishes as it exits. So the
+			// count is complete only once the backends of the counted work
+			// have ended or stayed busy: runHandoffs closes them first.
+			time.Sleep(1100 * time.Millisecond)
 			err = db.QueryRowContext(ctx, `SELECT (SELECT sum(xact_commit + xact_rollback)::bigint
 				FROM pg_stat_database WHERE datname = current_database()), pg_stat_force_next_flush() IS NULL`,
 				pgx.QueryExecModeSimpleProtocol).Scan(&n, new(bool))
