@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -146,7 +147,85 @@ func etcdTargets(s Servers) []Target {
 			}
 			return &etcdClient{c: c, s: sess, prefix: "/" + s.KeyPrefix + "/"}, nil
 		},
+		OpenShared: func(context.Context) (Client, error) {
+			c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Etcd}, DialTimeout: 5 * time.Second, Context: context.Background(), Logger: zap.NewNop()})
+			if err != nil {
+				return nil, err
+			}
+			return &etcdSharedClient{c: c, prefix: "/" + s.KeyPrefix + "/"}, nil
+		},
 	}}
+}
+
+// etcdSharedClient is one etcd client for many goroutines. A Session's
+// Mutexes on one key would all hold at once (they share the session's
+// lease, and so the key), so each Lock takes a session of its own from a
+// free list and gives it back at Unlock: as many sessions as locks held at
+// once, on one connection.
+type etcdSharedClient struct {
+	c      *clientv3.Client
+	prefix string
+	mu     sync.Mutex
+	free   []*concurrency.Session
+	all    []*concurrency.Session
+}
+
+// Lock implements Client.
+func (c *etcdSharedClient) Lock(ctx context.Context, key string) (Lock, error) {
+	c.mu.Lock()
+	var sess *concurrency.Session
+	if n := len(c.free); n > 0 {
+		sess, c.free = c.free[n-1], c.free[:n-1]
+	}
+	c.mu.Unlock()
+	if sess == nil {
+		var err error
+		if sess, err = concurrency.NewSession(c.c, concurrency.WithTTL(etcdSessionTTL)); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.all = append(c.all, sess)
+		c.mu.Unlock()
+	}
+	m := concurrency.NewMutex(sess, c.prefix+key)
+	if err := m.Lock(ctx); err != nil {
+		c.put(sess)
+		return nil, err
+	}
+	return etcdSharedLock{c: c, s: sess, m: m}, nil
+}
+
+func (c *etcdSharedClient) put(s *concurrency.Session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.free = append(c.free, s)
+}
+
+// Close implements Client: it revokes every session's lease and closes the
+// connection.
+func (c *etcdSharedClient) Close() error {
+	c.mu.Lock()
+	all := c.all
+	c.all, c.free = nil, nil
+	c.mu.Unlock()
+	var err error
+	for _, s := range all {
+		err = errors.Join(err, s.Close())
+	}
+	return errors.Join(err, c.c.Close())
+}
+
+type etcdSharedLock struct {
+	c *etcdSharedClient
+	s *concurrency.Session
+	m *concurrency.Mutex
+}
+
+// Unlock implements Lock: it unlocks and gives the session back.
+func (l etcdSharedLock) Unlock(ctx context.Context) error {
+	err := l.m.Unlock(ctx)
+	l.c.put(l.s)
+	return err
 }
 
 type etcdClient struct {

@@ -273,6 +273,38 @@ func openN(ctx context.Context, t Target, n int) (cs []Client, closeAll func(), 
 	return cs, closeAll, nil
 }
 
+// openShared opens one client of t for n goroutines (scenario bs): the
+// slice holds it n times and closeAll closes it once. It uses
+// t.OpenShared where the target has one, else t.Open.
+func openShared(ctx context.Context, t Target, n int) (cs []Client, closeAll func(), err error) {
+	open := t.OpenShared
+	if open == nil {
+		open = t.Open
+	}
+	octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	c, err := open(octx)
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("open: %w", err)
+	}
+	cs = make([]Client, n)
+	for i := range cs {
+		cs[i] = c
+	}
+	closeAll = func() {
+		done := make(chan struct{})
+		go func() {
+			_ = c.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+		}
+	}
+	return cs, closeAll, nil
+}
+
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

@@ -48,7 +48,7 @@ type scenario struct {
 // minutes on two cores.
 const (
 	uncontendedFor = 2 * time.Second
-	manyKeysFor    = 3 * time.Second
+	manyKeysFor    = 2 * time.Second // per shape: a client per goroutine, one shared client
 	handoffFor     = 4 * time.Second
 	handoffMax     = 200
 	handoffHold    = time.Millisecond
@@ -74,16 +74,23 @@ func scenarios() []scenario {
 		},
 		budget: uncontendedFor + 30*time.Second, run: uncontended,
 	}, {
-		id: "b", letter: "b", title: fmt.Sprintf("(b) %d goroutines over %s keys", manyKeysGs, thousands(manyKeys)),
+		id: "b", letter: "b", title: fmt.Sprintf("(b) %d goroutines over %s keys, a client each", manyKeysGs, thousands(manyKeys)),
 		method: fmt.Sprintf("%d goroutines, each with a client of its own (as %d processes would), lock a key drawn uniformly "+
 			"from %s and unlock it at once, for %v. Collisions are rare and wait as the library waits.",
 			manyKeysGs, manyKeysGs, thousands(manyKeys), manyKeysFor),
-		cols: []Column{
-			{Name: "cycles/s", Kind: Rate, Better: +1, Ratio: true},
-			{Name: "cycle p50", Kind: Duration, Better: -1},
-			{Name: "cycle p99", Kind: Duration, Better: -1},
-		},
-		budget: manyKeysFor + 60*time.Second, run: manyKeysRun,
+		cols:   manyKeysCols(),
+		budget: manyKeysFor + 60*time.Second,
+		run:    func(ctx context.Context, e env) ([]float64, string, error) { return manyKeysRun(ctx, e, false) },
+	}, {
+		id: "bs", letter: "b", title: fmt.Sprintf("(b′) %d goroutines over %s keys, one client shared", manyKeysGs, thousands(manyKeys)),
+		method: fmt.Sprintf("As (b), but all %d goroutines share one client, as the goroutines of one application would: for simba "+
+			"one `lease.Manager` over one store; for a peer one client object, as its documentation allows (one go-redis client "+
+			"with redsync or redislock, one `*sql.DB` with pglock, advisory locks and go-mysql-lock, one `zk.Conn`, one etcd "+
+			"client whose sessions a lock takes from a free list, since two Mutexes of one Session on one key would both hold). "+
+			"For %v.", manyKeysGs, manyKeysFor),
+		cols:   manyKeysCols(),
+		budget: manyKeysFor + 60*time.Second,
+		run:    func(ctx context.Context, e env) ([]float64, string, error) { return manyKeysRun(ctx, e, true) },
 	}}
 	for _, k := range []int{2, 8, 32} {
 		ss = append(ss, scenario{
@@ -179,8 +186,28 @@ func uncontended(ctx context.Context, e env) ([]float64, string, error) {
 		fmt.Sprintf("%d cycles", len(acq)), nil
 }
 
-func manyKeysRun(ctx context.Context, e env) ([]float64, string, error) {
-	cs, closeAll, err := openN(ctx, e.t, manyKeysGs)
+// manyKeysCols are the columns of scenarios b and bs.
+func manyKeysCols() []Column {
+	return []Column{
+		{Name: "cycles/s", Kind: Rate, Better: +1, Ratio: true},
+		{Name: "cycle p50", Kind: Duration, Better: -1},
+		{Name: "cycle p99", Kind: Duration, Better: -1},
+	}
+}
+
+// manyKeysRun is scenario b (a client per goroutine) and, when shared, bs
+// (one client for all goroutines).
+func manyKeysRun(ctx context.Context, e env, shared bool) ([]float64, string, error) {
+	var (
+		cs       []Client
+		closeAll func()
+		err      error
+	)
+	if shared {
+		cs, closeAll, err = openShared(ctx, e.t, manyKeysGs)
+	} else {
+		cs, closeAll, err = openN(ctx, e.t, manyKeysGs)
+	}
 	if err != nil {
 		return nil, "", err
 	}

@@ -33,6 +33,11 @@ type Target struct {
 	// process would have. Every contender of a scenario opens its own.
 	Open func(ctx context.Context) (Client, error)
 
+	// OpenShared returns a client that many goroutines use at once
+	// (scenario bs), where Open's is not safe for that; nil means Open's
+	// client is, as every library's documentation here allows.
+	OpenShared func(ctx context.Context) (Client, error)
+
 	// Ops returns how many commands (Redis, etcd requests) or statements
 	// (SQL, ZooKeeper requests) the server has executed so far, for the
 	// waiter-load and renewal scenarios; nil when the server cannot tell.

@@ -65,7 +65,7 @@ func (s *Store) runAcquire(ctx context.Context, k keys, args []any) (any, int64,
 		if s.cfg.waitN > 0 {
 			v, acks, err = s.evalAndWait(ctx, c, sha, k[:], args)
 		} else {
-			v, err = s.c.EvalSha(ctx, sha, k[:], args...).Result()
+			v, err = s.evalSha(ctx, sha, k[:], args...)
 		}
 		if !isNoScript(err) {
 			return v, acks, scriptErr(err)

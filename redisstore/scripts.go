@@ -51,9 +51,17 @@ func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// run runs script on the Store's client.
+// run runs script on the Store's client: EVALSHA (through the coalescer
+// where the Store has one), and EVAL when the server does not know it.
 func (s *Store) run(ctx context.Context, script *redis.Script, k []string, args ...any) (any, error) {
-	v, err := script.Run(ctx, s.c, k, args...).Result()
+	if s.q == nil {
+		v, err := script.Run(ctx, s.c, k, args...).Result()
+		return v, scriptErr(err)
+	}
+	v, err := s.evalSha(ctx, script.Hash(), k, args...)
+	if isNoScript(err) {
+		v, err = script.Eval(ctx, s.c, k, args...).Result()
+	}
 	return v, scriptErr(err)
 }
 

@@ -53,8 +53,9 @@ type Store struct {
 	handoffArg, pubArg, keepArg any
 	log                         *slog.Logger
 	hub                         *hub
-	nodes                       nodes  // the acquire script of each server's life
-	grants                      grants // the Store's own live grants, for cheap renewals
+	nodes                       nodes      // the acquire script of each server's life
+	grants                      grants     // the Store's own live grants, for cheap renewals
+	q                           *coalescer // nil on Redis Cluster, a Ring and with WithWaitReplicas
 }
 
 // New returns a Store on client: a *redis.Client (standalone, or Sentinel
@@ -85,6 +86,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		s.cluster, s.pubCmd = c, "SPUBLISH"
 	case *redis.Client:
 		s.single = c
+		if cfg.waitN == 0 {
+			s.q = &coalescer{c: c}
+		}
 	case *redis.Ring:
 		if cfg.waitN > 0 {
 			return nil, fmt.Errorf("%w: redisstore: WithWaitReplicas needs a *redis.Client or *redis.ClusterClient, not %T",

@@ -23,8 +23,18 @@ import (
 // than ttl + transition, and the guard would hold every lock back until
 // they are not (see WithRestartGuard).
 func benchManager(b *testing.B, srv *testserver.RedisServer, ttl time.Duration) *lease.Manager {
+	return countedManager(b, srv, ttl, nil)
+}
+
+// countedManager is benchManager whose client's requests n counts (when
+// not nil).
+func countedManager(b *testing.B, srv *testserver.RedisServer, ttl time.Duration, n *counter) *lease.Manager {
 	b.Helper()
-	s := newStore(b, dial(b, srv.Addr()), srv.KeyPrefix(), redisstore.WithRestartGuard(false))
+	c := dial(b, srv.Addr())
+	if n != nil {
+		c.AddHook(n)
+	}
+	s := newStore(b, c, srv.KeyPrefix(), redisstore.WithRestartGuard(false))
 	m, err := lease.NewManager(s, lease.WithTTL(ttl), lease.WithTransition(ttl/2))
 	if err != nil {
 		b.Fatal(err)

@@ -90,12 +90,16 @@ func commandTime(tb testing.TB, c *redis.Client) time.Duration {
 type lockFunc func(ctx context.Context, g int, key string) (func() error, error)
 
 // runManyKeys runs the cycles of lock for b.N cycles in all over 64
-// goroutines and reports client and server CPU and commands per cycle.
-func runManyKeys(b *testing.B, direct *redis.Client, lock lockFunc) {
+// goroutines and reports client and server CPU and commands per cycle, and,
+// when n counts the lockers' clients, their round trips per cycle.
+func runManyKeys(b *testing.B, direct *redis.Client, n *counter, lock lockFunc) {
 	var done sync.WaitGroup
 	ops0, _ := serverOps(b, direct)
 	exec0 := commandTime(b, direct)
 	srv0, cpu0 := serverCPU(b, direct), cpuNow(b)
+	if n != nil {
+		n.reset()
+	}
 	start := time.Now()
 	work := make(chan struct{}, manyKeysGs)
 	var mu sync.Mutex
@@ -134,13 +138,17 @@ func runManyKeys(b *testing.B, direct *redis.Client, lock lockFunc) {
 	if first != nil {
 		b.Fatal(first)
 	}
-	n := float64(b.N)
-	b.ReportMetric(float64(cpu.Microseconds())/n, "client-µs/cycle")
-	b.ReportMetric(float64(srv.Microseconds())/n, "server-µs/cycle")
-	b.ReportMetric(float64(exec.Microseconds())/n, "exec-µs/cycle")
-	b.ReportMetric(float64(ops-ops0-1)/n, "cmds/cycle")
-	b.ReportMetric(n/wall.Seconds(), "cycles/s")
-	b.ReportMetric(float64(slow.Load())/n, "slow-share")
+	cycles := float64(b.N)
+	b.ReportMetric(float64(cpu.Microseconds())/cycles, "client-µs/cycle")
+	b.ReportMetric(float64(srv.Microseconds())/cycles, "server-µs/cycle")
+	b.ReportMetric(float64(exec.Microseconds())/cycles, "exec-µs/cycle")
+	b.ReportMetric(float64(ops-ops0-1)/cycles, "cmds/cycle")
+	b.ReportMetric(cycles/wall.Seconds(), "cycles/s")
+	if n != nil {
+		_, _, trips := n.get()
+		b.ReportMetric(float64(trips)/cycles, "trips/cycle")
+	}
+	b.ReportMetric(float64(slow.Load())/cycles, "slow-share")
 }
 
 // BenchmarkManyKeys: scenario (b) of bench/ for simba (a Manager per
@@ -150,10 +158,11 @@ func BenchmarkManyKeys(b *testing.B) {
 	b.Run("simba/client-per-goroutine", func(b *testing.B) {
 		srv := privateRedis(b)
 		ms := make([]*lease.Manager, manyKeysGs)
+		n := &counter{}
 		for g := range ms {
-			ms[g] = benchManager(b, srv, 5*time.Second)
+			ms[g] = countedManager(b, srv, 5*time.Second, n)
 		}
-		runManyKeys(b, dial(b, srv.Addr()), func(ctx context.Context, g int, key string) (func() error, error) {
+		runManyKeys(b, dial(b, srv.Addr()), n, func(ctx context.Context, g int, key string) (func() error, error) {
 			l, err := ms[g].Acquire(ctx, key)
 			if err != nil {
 				return nil, err
@@ -163,8 +172,9 @@ func BenchmarkManyKeys(b *testing.B) {
 	})
 	b.Run("simba/shared-manager", func(b *testing.B) {
 		srv := privateRedis(b)
-		m := benchManager(b, srv, 5*time.Second)
-		runManyKeys(b, dial(b, srv.Addr()), func(ctx context.Context, g int, key string) (func() error, error) {
+		n := &counter{}
+		m := countedManager(b, srv, 5*time.Second, n)
+		runManyKeys(b, dial(b, srv.Addr()), n, func(ctx context.Context, g int, key string) (func() error, error) {
 			l, err := m.Acquire(ctx, key)
 			if err != nil {
 				return nil, err
@@ -179,7 +189,7 @@ func BenchmarkManyKeys(b *testing.B) {
 			cs[g] = dial(b, srv.Addr())
 		}
 		release := redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
-		runManyKeys(b, dial(b, srv.Addr()), func(ctx context.Context, g int, key string) (func() error, error) {
+		runManyKeys(b, dial(b, srv.Addr()), nil, func(ctx context.Context, g int, key string) (func() error, error) {
 			tok := fmt.Sprintf("tok-%d-%d", g, rand.Int64())
 			for {
 				ok, err := cs[g].SetNX(ctx, key, tok, 8*time.Second).Result()
