@@ -77,6 +77,17 @@ type Setup struct {
 	// TTL and Transition of the Managers (unless Client's options say
 	// otherwise).
 	TTL, Transition time.Duration
+	// Think is how long a holder works between its read and its write
+	// (default TTL): a fault that cuts a holder off within Think of its
+	// grant finds it still holding as long as it believes its lease.
+	Think time.Duration
+	// Turns: every other hold, at random, lasts a few milliseconds, so
+	// that contenders take turns quickly (in-process workers other than
+	// the Contender, and processes). A waiter that missed its wake-up
+	// then reaches the head of the queue before its next poll, and the
+	// hand-off to it stalls until that poll (issue 14's MySQL doorbell
+	// re-arm race; see checkWake).
+	Turns bool
 	// Workers is the number of in-process contenders per lane (default 3),
 	// Procs the number of contender processes per lane (default 1 when
 	// Spawn is set).
@@ -100,6 +111,11 @@ type Setup struct {
 	// hand-off window and a second to wake the next waiter. 0: those
 	// hand-offs are measured, not judged.
 	Handoff time.Duration
+	// Wake, when not 0, bounds the next grant after a release while
+	// others wait, away from faults (see checkWake): a woken waiter's
+	// round trip on a loaded machine, far below the sleep until its poll
+	// of a waiter that missed its wake-up. 0: measured only.
+	Wake time.Duration
 	// Only, when not nil, restricts the fault kinds the nemeses draw to
 	// those it matches (a campaign aimed at one fault).
 	Only *regexp.Regexp
@@ -109,6 +125,12 @@ type Setup struct {
 	// lock). A takeover after a SIGSTOP is then judged from the resume,
 	// not from the start (see checkTakeover).
 	StopBlocks bool
+	// Misfit, when not nil, runs a misconfigured contender in lane 0
+	// (see [Misfit]): Misfit returns a store client of its own and
+	// timings whose safety margin exceeds the longest grant the store
+	// makes. It must be refused promptly with the documented error, in a
+	// handful of store calls (see checkMisfits).
+	Misfit func() (lease.Store, []lease.Option)
 }
 
 // Fault kinds of the nemesis (RELIABILITY.md's scenarios).
@@ -213,6 +235,13 @@ type Result struct {
 	// next hand-off took (see checkHandoff).
 	HeadHandoffs []time.Duration
 	Handoff      time.Duration // the set-up's bound on them (0: not judged)
+	// Wakes are the hand-offs after releases that checkWake judged,
+	// Wake the set-up's bound on them (0: not judged).
+	Wakes []time.Duration
+	Wake  time.Duration
+	// Misfits are the attempts of the misconfigured contender (see
+	// Setup.Misfit).
+	Misfits []Misfit
 }
 
 // member is one contender of a lane: an in-process worker or a process.
@@ -268,7 +297,7 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	for _, l := range lanes {
 		l.stop()
 	}
-	res := Result{Setup: s.Name, Lanes: s.Lanes, Workers: s.Workers, Procs: s.Procs, Report: CheckHolds(h.Holds()), Handoff: s.Handoff}
+	res := Result{Setup: s.Name, Lanes: s.Lanes, Workers: s.Workers, Procs: s.Procs, Report: CheckHolds(h.Holds()), Handoff: s.Handoff, Wake: s.Wake}
 	span := s.TTL + s.Transition
 	for _, l := range lanes {
 		res.Fenced.add(l.fenced.Stats())
@@ -279,6 +308,7 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 			res.Violations = append(res.Violations, v)
 		}
 		res.Episodes = append(res.Episodes, l.episodes...)
+		res.Misfits = append(res.Misfits, l.misfitLog...)
 	}
 	res.Episodes = takeovers(res.Episodes, h.Holds())
 	var hv []Violation
@@ -289,6 +319,10 @@ func Run(ctx context.Context, s Setup, d time.Duration, seed uint64) Result {
 	var hv2 []Violation
 	res.HeadHandoffs, hv2 = checkHandoff(s.Name, res.Episodes, h.Holds(), span, s.Handoff)
 	res.Violations = append(res.Violations, hv2...)
+	var wv []Violation
+	res.Wakes, wv = checkWake(s.Name, res.Episodes, h.Holds(), h.Waits(), span, s.Wake, end)
+	res.Violations = append(res.Violations, wv...)
+	res.Violations = append(res.Violations, checkMisfits(s.Name, res.Misfits, res.Episodes, span)...)
 	return res
 }
 
@@ -305,6 +339,7 @@ type lane struct {
 	wg               sync.WaitGroup // the in-process workers
 	episodes         []Episode
 	errs             []Violation
+	misfitLog        []Misfit // lane 0's misconfigured contender (Setup.Misfit)
 }
 
 func newLane(ctx context.Context, s Setup, idx int, h *History, dir string, start time.Duration) (*lane, error) {
@@ -325,7 +360,7 @@ func newLane(ctx context.Context, s Setup, idx int, h *History, dir string, star
 			return nil, err
 		}
 		w := &Worker{Name: name, Manager: m, Mutex: l.mutex, Fenced: l.fenced, Unfenced: l.unfenced,
-			History: h, Think: s.TTL, Lead: i == 0 && s.Workers > 1, NewManager: newManager}
+			History: h, Think: cmp.Or(s.Think, s.TTL), Turns: s.Turns, Lead: i == 0 && s.Workers > 1, NewManager: newManager}
 		l.members = append(l.members, member{name: name, w: w, f: f})
 		w.leader.init()
 		l.wg.Go(func() {
@@ -338,6 +373,10 @@ func newLane(ctx context.Context, s Setup, idx int, h *History, dir string, star
 			w.Manager.Close(cctx)
 			ccancel()
 		})
+	}
+	if s.Misfit != nil && idx == 0 {
+		store, opts := s.Misfit()
+		l.wg.Go(func() { l.misfits(ctx, store, opts) })
 	}
 	if s.Procs == 0 {
 		return l, nil
@@ -1011,3 +1050,65 @@ func (s stepLog) Handle(_ context.Context, r slog.Record) error {
 
 func (s stepLog) WithAttrs([]slog.Attr) slog.Handler { return s }
 func (s stepLog) WithGroup(string) slog.Handler      { return s }
+
+// checkWake checks that a release wakes the waiters (issue 14's MySQL
+// doorbell re-arm race, where a waiter missed its wake-up and slept until
+// its poll): whenever a holder released the lock (not lost, not stopped)
+// while another contender waited for it, the next grant of the lock comes
+// within bound of the release (bound 0: measured only). As in
+// checkHandoff, a release is not judged near a server fault other than
+// a clock step within the margin; nor near a kill of the notification
+// connections, nor near a fault on any contender of the same lock (a
+// waiter cut off, stopped or killed cannot come; a holder cut off does
+// not release): each is near from its start until span + 2 s after it
+// healed. Nor is a release whose bound reaches past the end of the run.
+// It returns the hand-off times it judged and the violations.
+func checkWake(setup string, eps []Episode, holds []Hold, waits []Wait, span, bound, end time.Duration) ([]time.Duration, []Violation) {
+	settle := span + 2*time.Second
+	server := serverWindows(slices.DeleteFunc(slices.Clone(eps), func(e Episode) bool {
+		return e.Fault == FaultClockForward || e.Fault == FaultClockBackward // a few hundred ms at most
+	}), settle)
+	judge := max(bound, 2*time.Second) // the span a fault must keep clear of when only measuring
+	var gaps []time.Duration
+	var vs []Violation
+	for _, r := range holds {
+		if r.Lost || r.Stopped || r.Done == Open || r.Done+judge > end {
+			continue
+		}
+		d := r.Done
+		var waiter string
+		for _, w := range waits {
+			if w.Mutex == r.Mutex && w.Client != r.Client && w.From < d && (w.To == Open || w.To > d) {
+				waiter = w.Client
+				break
+			}
+		}
+		if waiter == "" {
+			continue
+		}
+		near := slices.ContainsFunc(server, func(w [2]time.Duration) bool { return w[0] <= d+judge && d <= w[1] }) ||
+			slices.ContainsFunc(eps, func(e Episode) bool {
+				lane := e.Fault == FaultKillPush || (e.mutex == r.Mutex && !isServerFault(e.Fault))
+				return lane && e.Start <= d+judge && d <= e.Healed+settle
+			})
+		if near {
+			continue
+		}
+		next := time.Duration(-1)
+		for _, h := range holds {
+			if h.Mutex == r.Mutex && h.Acquired >= d && (next < 0 || h.Acquired < next) {
+				next = h.Acquired
+			}
+		}
+		gap := next - d
+		if next < 0 {
+			gap = end - d
+		}
+		gaps = append(gaps, gap)
+		if bound > 0 && gap > bound {
+			vs = append(vs, violation("I5", "%s: %s released token %d at %v while %s waited; the next grant came %v later (bound %v): a waiter missed its wake-up",
+				setup, r.Client, r.Token, d, waiter, gap, bound))
+		}
+	}
+	return gaps, vs
+}

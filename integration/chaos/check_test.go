@@ -1,12 +1,16 @@
 package chaos
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/simba-go/simba/lease"
 )
 
 const ms = time.Millisecond
@@ -298,5 +302,121 @@ func TestTakeoverAfterStopBlocks(t *testing.T) {
 	late[1].Acquired = stop.Healed + span + 3*time.Second
 	if vs := checkTakeover("sqlite", []Episode{stop}, late, span, time.Hour, true); invariants(vs) != "I5" {
 		t.Errorf("a grant 6 s after the resume: %v, want I5", vs)
+	}
+}
+
+// TestWaitSpans: the history keeps every wait, closed when its client no
+// longer waits or waits anew.
+func TestWaitSpans(t *testing.T) {
+	now := time.Duration(0)
+	h := &History{now: func() time.Duration { return now }}
+	h.Waiting("m", "a", time.Second)
+	now = 2 * time.Second
+	h.Waiting("m", "a", -1)
+	h.Waiting("m", "b", 3*time.Second)
+	now = 4 * time.Second
+	h.Waiting("m", "b", 4*time.Second) // again: the first wait ends
+	want := []Wait{
+		{"m", "a", time.Second, 2 * time.Second},
+		{"m", "b", 3 * time.Second, 4 * time.Second},
+		{"m", "b", 4 * time.Second, Open},
+	}
+	if got := h.Waits(); !slices.Equal(got, want) {
+		t.Errorf("waits %v, want %v", got, want)
+	}
+}
+
+// TestWakeAfterRelease: a release while another contender waits is
+// followed by the next grant within the bound; a longer gap is an I5
+// violation (the MySQL doorbell re-arm race of issue 14: a waiter that
+// missed its wake-up slept until its poll), unless a fault was near: on
+// a contender of the lock, a server fault (not a clock step within the
+// margin), a kill of the notification connections. Releases nobody
+// waited for, and lost holds, are not judged.
+func TestWakeAfterRelease(t *testing.T) {
+	s := time.Second
+	const span, bound, end = 3 * time.Second, 2 * time.Second, time.Minute
+	holds := func(next time.Duration) []Hold {
+		return []Hold{
+			{Mutex: "m", Client: "a", Token: 1, Acquired: 8 * s, Done: 10 * s},
+			{Mutex: "m", Client: "b", Token: 2, Acquired: next, Done: next + s},
+		}
+	}
+	waits := []Wait{{"m", "b", 9 * s, Open}}
+	stall := holds(13 * s)
+	if gaps, vs := checkWake("x", nil, holds(10*s+100*time.Millisecond), waits, span, bound, end); len(vs) != 0 || !slices.Equal(gaps, []time.Duration{100 * time.Millisecond}) {
+		t.Errorf("a prompt hand-off: gaps %v, violations %v", gaps, vs)
+	}
+	if _, vs := checkWake("x", nil, stall, waits, span, bound, end); invariants(vs) != "I5" {
+		t.Errorf("a 3 s stall: violations %v, want I5", vs)
+	}
+	if gaps, vs := checkWake("x", nil, stall, waits, span, 0, end); len(vs) != 0 || len(gaps) != 1 {
+		t.Errorf("bound 0: gaps %v, violations %v; want measured only", gaps, vs)
+	}
+	if gaps, vs := checkWake("x", nil, stall, []Wait{{"m", "b", 11 * s, Open}}, span, bound, end); len(vs)+len(gaps) != 0 {
+		t.Errorf("nobody waited at the release: gaps %v, violations %v", gaps, vs)
+	}
+	lost := holds(13 * s)
+	lost[0].Lost = true
+	if gaps, vs := checkWake("x", nil, lost, waits, span, bound, end); len(vs)+len(gaps) != 0 {
+		t.Errorf("a lost hold: gaps %v, violations %v", gaps, vs)
+	}
+	for _, c := range []struct {
+		name  string
+		e     Episode
+		judge bool
+	}{
+		{"a waiter black-holed until just before", Episode{Fault: FaultBlackhole, Victim: "b", Start: 5 * s, Healed: 9 * s, mutex: "m"}, false},
+		{"a contender of the lock killed just after", Episode{Fault: FaultKillWaiter, Victim: "c", Start: 11 * s, Healed: 11 * s, mutex: "m"}, false},
+		{"a fault long healed", Episode{Fault: FaultBlackhole, Victim: "b", Start: 1 * s, Healed: 2 * s, mutex: "m"}, true},
+		{"a fault on another lock", Episode{Fault: FaultBlackhole, Victim: "z", Start: 9 * s, Healed: 11 * s, mutex: "other"}, true},
+		{"notification connections killed (any lock)", Episode{Fault: FaultKillPush, Start: 9 * s, Healed: 9 * s, mutex: "other"}, false},
+		{"a server pause after the release", Episode{Fault: FaultPauseServer, Start: 11 * s, Healed: 12 * s, mutex: "other"}, false},
+		{"a clock step within the margin", Episode{Fault: FaultClockForward, Start: 10 * s, Healed: 11 * s, Step: 100 * time.Millisecond, mutex: "m"}, true},
+	} {
+		_, vs := checkWake("x", []Episode{c.e}, stall, waits, span, bound, end)
+		if got := len(vs) == 1; got != c.judge {
+			t.Errorf("%s: violations %v, want judged %v", c.name, vs, c.judge)
+		}
+	}
+	if gaps, vs := checkWake("x", nil, stall[:1], waits, span, bound, 11*s); len(vs)+len(gaps) != 0 {
+		t.Errorf("the bound past the end of the run: gaps %v, violations %v", gaps, vs)
+	}
+	if _, vs := checkWake("x", nil, stall[:1], waits, span, bound, end); invariants(vs) != "I5" {
+		t.Errorf("no grant until the end of the run: violations %v, want I5", vs)
+	}
+}
+
+// TestMisfitJudge: a contender whose safety margin exceeds the store's
+// longest grant must be refused with the documented error, promptly and
+// in a handful of store calls; a Manager that retries a dead-on-arrival
+// grant at once (issue 14: about 1,050 writes per second to ZooKeeper)
+// breaks both.
+func TestMisfitJudge(t *testing.T) {
+	s := time.Second
+	ok := []Misfit{
+		{Start: 2 * s, End: 2*s + time.Millisecond, Err: fmt.Errorf("x: %w", lease.ErrInvalidArgument)},            // NewManager refused
+		{Start: 4 * s, End: 4*s + 30*time.Millisecond, Calls: 2, Err: fmt.Errorf("y: %w", lease.ErrGrantTooShort)}, // Acquire failed
+		{Start: 6 * s, End: 7 * s, Calls: 9999, Err: context.Canceled, Cut: true},                                  // the run ended
+	}
+	if vs := checkMisfits("x", ok, nil, 3*s); len(vs) != 0 {
+		t.Errorf("refused at once: %v", vs)
+	}
+	spin := Misfit{Start: 2 * s, End: 7 * s, Calls: 5230, Err: context.DeadlineExceeded}
+	vs := checkMisfits("x", []Misfit{spin}, nil, 3*s)
+	if invariants(vs) != "S12,S12" || !strings.Contains(vs[1].Detail, "5230 store calls in 5s") {
+		t.Errorf("a spin until the caller gave up: %v, want S12 for the error and for the calls", vs)
+	}
+	granted := Misfit{Start: 2 * s, End: 2*s + 10*time.Millisecond, Calls: 1}
+	if vs := checkMisfits("x", []Misfit{granted}, nil, 3*s); invariants(vs) != "S12" {
+		t.Errorf("granted: %v, want S12", vs)
+	}
+	slow := Misfit{Start: 2 * s, End: 5 * s, Calls: 3, Err: fmt.Errorf("y: %w", lease.ErrGrantTooShort)}
+	if vs := checkMisfits("x", []Misfit{slow}, nil, 3*s); invariants(vs) != "S12" {
+		t.Errorf("told after 3 s: %v, want S12", vs)
+	}
+	pause := Episode{Fault: FaultPauseServer, Start: 1 * s, Healed: 3 * s}
+	if vs := checkMisfits("x", []Misfit{slow}, []Episode{pause}, 3*s); len(vs) != 0 {
+		t.Errorf("told after 3 s while the server was paused: %v, want none", vs)
 	}
 }

@@ -64,7 +64,17 @@ type History struct {
 	holds []*Hold
 	stops []stop
 	waits map[string]wait // by client: who waits for a grant, since when
+	spans []Wait          // every wait, in the order they began
+	open  map[string]int  // by client: its open wait in spans
 	steps []Detection
+}
+
+// Wait is one contender's wait for a grant of a lock: from when it asked
+// to when it no longer waited (granted, failed or gone; Open while it
+// waits).
+type Wait struct {
+	Mutex, Client string
+	From, To      time.Duration
 }
 
 // wait is a contender's wait for a grant of lock, since when it asked.
@@ -152,14 +162,27 @@ func (h *History) SetDeadline(hd *Hold, deadline time.Duration) {
 func (h *History) Waiting(name, client string, since time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if i, ok := h.open[client]; ok {
+		h.spans[i].To = max(h.now(), h.spans[i].From)
+		delete(h.open, client)
+	}
 	if since < 0 {
 		delete(h.waits, client)
 		return
 	}
 	if h.waits == nil {
-		h.waits = map[string]wait{}
+		h.waits, h.open = map[string]wait{}, map[string]int{}
 	}
 	h.waits[client] = wait{name, since}
+	h.open[client] = len(h.spans)
+	h.spans = append(h.spans, Wait{Mutex: name, Client: client, From: since, To: Open})
+}
+
+// Waits returns every wait recorded so far.
+func (h *History) Waits() []Wait {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.spans)
 }
 
 // Waiters returns the clients waiting for lock, the longest waiting (the

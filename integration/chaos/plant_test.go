@@ -39,18 +39,35 @@ type plant struct {
 // from the repository's root), by new.
 type sourcePatch struct{ file, old, new string }
 
-// Not planted: issue 14's item 5 (zkstore believed the session timeout it
-// asked for). Its fix replaced the design — sessions read off the wire,
-// grants that live with the session — and a store that believes three
-// times the negotiated timeout (zkstore/wire.go, connected) is masked:
-// the waiters' stores believe it too and hold a dead session's node back
-// as long (25 episodes of black holes, resets and SIGSTOP on
-// zookeeper-capped, no violation). Item 4 (a grant dead on arrival
-// retried in a loop) cannot run here: the fixed NewManager refuses the
-// timings that make it (lease.ErrGrantTooShort), so no set-up has them;
-// lease's TestShortGrantIsNeverRetriedInALoop and TestNewManagerRefusesAGrantLimitBelowTheMargin guard it. Item 7 (MySQL's doorbell
-// re-arm race) and item 8 (Redis tokens from the server's clock, a
-// documented assumption) are not planted either: see the report.
+// Every item of issue 14 that is a bug in code is planted below, each
+// caught by a judge of the campaign:
+//
+//   - item 4 (a grant dead on arrival retried in a loop) by the
+//     misconfigured contender of zookeeper-capped, whose timings ask for a
+//     safety margin above the server's maxSessionTimeout (misfit.go,
+//     checkMisfits: the documented error, promptly, in a handful of store
+//     calls);
+//   - item 5 (zkstore believed the session timeout it asked for) by I6 on
+//     zookeeper-capped, whose holders work longer than the server's
+//     sessions last (Setup.Think): a holder cut off early in its hold
+//     believes its lease past the expiry of its session, when the next
+//     waiter is granted. The waiters' side needs no plant: the server
+//     expires the session on the timeout it granted, whatever any client
+//     believes;
+//   - item 7 (MySQL's doorbell re-arm race) by checkWake, which bounds
+//     every hand-off after a release while others wait, away from faults.
+//
+// Not planted: item 8 (Redis tokens follow the server's clock once the
+// lock's record is gone). It is not a mistake in code but the documented
+// bound of the guarantee (lease/doc.go "# Guarantees", package
+// redisstore): a token is drawn from the server's clock only when the
+// record is lost (retention, a restart without persistence, a flush, a
+// failover to a replica that lacked it), and it can come out smaller
+// only when the server's clock also stepped back by more than the
+// record's age. There is no code that keeps tokens monotonic across both
+// to take out; TestTokensIncreaseAcrossEmptyRestart (integration/
+// redisstore) guards the part the code does keep: tokens increase across
+// an emptied restart on a clock that did not step back.
 var plants = []plant{
 	{
 		name: "redis-restart-holdback",
@@ -80,6 +97,60 @@ var plants = []plant{
 			"\tif c.inside(goid()) {\n",
 			"\tif false && c.inside(goid()) { // planted: wait for our own callback\n"}},
 		setup: "postgres", faults: "from inside", run: 60 * time.Second,
+	},
+	{
+		name: "dead-on-arrival-loop",
+		bug: "item 4: NewManager takes timings whose safety margin exceeds the store's grant limit, and a grant dead on arrival " +
+			"is tried again at once: the Manager spins",
+		patches: []sourcePatch{
+			{"lease/manager.go", "if limit := gl.MaxGrant(); limit > 0 && limit <= cfg.safety {",
+				"if limit := gl.MaxGrant(); false && limit > 0 && limit <= cfg.safety { // planted: no refusal"},
+			// The worker's attempt (a claim that waits).
+			{"lease/worker.go", "\t\ts.deadOnArrival(ctx, events, rec, now.Sub(sent))\n",
+				"\t\tp.lostToken = rec.Token // planted: the reply came too late to be trusted; try again at once\n"},
+			// The caller's own attempt (an uncontended Acquire) hands over
+			// to the worker.
+			{"lease/acquire.go", "\t\terr := s.tooShort(rec, now.Sub(sent))\n\t\trerr := s.release(ctx, rec.Token)\n\t\ts.mu.Lock()\n" +
+				"\t\tif rerr != nil && !errors.Is(rerr, ErrNotHeld) {\n\t\t\ts.p.lostToken = rec.Token\n\t\t}\n\t\ts.p.errs++\n" +
+				"\t\tif kind == claimTry || errors.Is(err, ErrGrantTooShort) {\n\t\t\treturn s.giveUp(nil, err)\n\t\t}\n" +
+				"\t\ts.p.delay = cfg.backoff(s.p.errs - 1)\n",
+				"\t\ts.mu.Lock()\n\t\ts.p.lostToken = rec.Token // planted: try again at once\n"},
+		},
+		// The misconfigured contender runs whatever the faults.
+		setup: "zookeeper-capped", faults: "blackhole", run: 30 * time.Second,
+	},
+	{
+		name: "zk-asked-timeout",
+		bug: "item 5: the holder's store believes the session timeout it asked for (6 s), not the one the server granted (2 s); " +
+			"the waiters' side (the server's expiry, MaxGrant) keeps the granted one",
+		patches: []sourcePatch{
+			{"zkstore/session.go", "type tap struct {\n\tmu      sync.Mutex",
+				"type tap struct {\n\tasked   time.Duration // planted: the timeout asked for\n\tmu      sync.Mutex"},
+			{"zkstore/session.go", "type sessionState struct {\n\tsid     int64",
+				"type sessionState struct {\n\tasked   time.Duration // planted\n\tsid     int64"},
+			{"zkstore/session.go", "return sessionState{sid: t.sid, timeout: t.timeout,",
+				"return sessionState{asked: t.asked, sid: t.sid, timeout: t.timeout,"},
+			{"zkstore/session.go", "\tt := newTap()\n", "\tt := newTap()\n\tt.asked = timeout // planted\n"},
+			// What surely remains of the session, which caps the holder's
+			// grants and renewals (acquire.go grant, renew.go renew).
+			{"zkstore/session.go", "return st.anchor.Add(st.timeout).Sub(now)",
+				"return st.anchor.Add(st.asked).Sub(now) // planted: the asked timeout"},
+		},
+		setup: "zookeeper-capped", faults: "blackhole", run: 90 * time.Second,
+	},
+	{
+		name: "mysql-doorbell-rearm",
+		bug: "item 7: a MySQL doorbell ringer ends as soon as it rang, and drops what its contender's next Acquire " +
+			"tells it meanwhile: a waiter that lost in that gap is never woken and sleeps until its poll",
+		patches: []sourcePatch{
+			{"sqlstore/bells.go", "\t\tin, ok = b.take(r, rangWait) // nobody follows up: give the bells up\n",
+				"\t\tin, ok = b.take(r, 0) // planted: the loop ends once it rang\n"},
+			{"sqlstore/bells.go", "\t\tif r.next == nil || b.closed {\n\t\t\tdelete(b.ringers, r.id)\n",
+				"\t\tif true || r.next == nil || b.closed { // planted: an instruction that came meanwhile is lost\n\t\t\tdelete(b.ringers, r.id)\n"},
+		},
+		// Clock steps within the margin: faults that stall no hand-off,
+		// so that the judge of hand-offs after releases sees many.
+		setup: "mysql", faults: "steps (forward|backward) < margin", run: 90 * time.Second,
 	},
 	{
 		name: "redis-dead-head-stall",

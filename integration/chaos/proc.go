@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,8 @@ const (
 	envStart      = "SIMBA_CHAOS_START" // the run's start on the system clock, ns
 	envTTL        = "SIMBA_CHAOS_TTL"
 	envTransition = "SIMBA_CHAOS_TRANSITION"
+	envThink      = "SIMBA_CHAOS_THINK" // Setup.Think
+	envTurns      = "SIMBA_CHAOS_TURNS" // Setup.Turns: "true" or "false"
 )
 
 // IsChild reports whether this process was started by a campaign as a
@@ -56,7 +59,8 @@ func (p *proc) spawn() error {
 	cmd.Env = append(cmd.Environ(),
 		envHub+"="+p.hub, envName+"="+p.name, envMutex+"="+p.mutex,
 		envStart+"="+strconv.FormatInt(int64(p.start), 10),
-		envTTL+"="+p.s.TTL.String(), envTransition+"="+p.s.Transition.String())
+		envTTL+"="+p.s.TTL.String(), envTransition+"="+p.s.Transition.String(), envThink+"="+cmp.Or(p.s.Think, p.s.TTL).String(),
+		envTurns+"="+strconv.FormatBool(p.s.Turns))
 	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -133,7 +137,8 @@ func ChildMain(newStore func(ctx context.Context) (lease.Store, []lease.Option, 
 	start, err1 := strconv.ParseInt(os.Getenv(envStart), 10, 64)
 	ttl, err2 := time.ParseDuration(os.Getenv(envTTL))
 	tr, err3 := time.ParseDuration(os.Getenv(envTransition))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	think, err4 := time.ParseDuration(os.Getenv(envThink))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return fail(err)
 	}
 	rm, err := DialHub(ctx, os.Getenv(envHub), time.Duration(start))
@@ -167,7 +172,7 @@ func ChildMain(newStore func(ctx context.Context) (lease.Store, []lease.Option, 
 		return fail(err)
 	}
 	w := &Worker{Name: name, Manager: m, Mutex: os.Getenv(envMutex), Fenced: rm.Fenced(), Unfenced: rm.Unfenced(),
-		History: rm, Think: ttl}
+		History: rm, Think: think, Turns: os.Getenv(envTurns) == "true"}
 	w.Run(ctx)
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ccancel()

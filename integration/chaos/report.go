@@ -55,16 +55,25 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 			p("| %s | %s | %d | %s |\n", r.Setup, k, byKind[k].n, byKind[k].worst.Round(time.Millisecond))
 		}
 	}
+	handoffRow := func(setup string, gaps []time.Duration, bound time.Duration) {
+		if len(gaps) == 0 {
+			return
+		}
+		judged := "no"
+		if bound > 0 {
+			judged = "within " + bound.String()
+		}
+		p("| %s | %s | %d | %s |\n", setup, judged, len(gaps), slices.Max(gaps).Round(time.Millisecond))
+	}
 	p("\n## Hand-offs after a kill of the head waiter\n\n")
 	p("From the first release after the kill (within the episode, away from server faults) to the next grant.\n\n| backend | judged | measured | worst |\n| --- | --- | --- | --- |\n")
 	for _, r := range results {
-		if len(r.HeadHandoffs) > 0 {
-			judged := "no"
-			if r.Handoff > 0 {
-				judged = "within " + r.Handoff.String()
-			}
-			p("| %s | %s | %d | %s |\n", r.Setup, judged, len(r.HeadHandoffs), slices.Max(r.HeadHandoffs).Round(time.Millisecond))
-		}
+		handoffRow(r.Setup, r.HeadHandoffs, r.Handoff)
+	}
+	p("\n## Hand-offs after a release while others waited\n\n")
+	p("From a release (away from faults: see checkWake) to the next grant; a waiter that missed its wake-up sleeps until its poll.\n\n| backend | judged | measured | worst |\n| --- | --- | --- | --- |\n")
+	for _, r := range results {
+		handoffRow(r.Setup, r.Wakes, r.Wake)
 	}
 	p("\n## Per backend: which faults are survived, detected, or only fenced\n\n")
 	p("Survived: the holder is told of its loss before anyone else is granted the lock, and I1–I7 hold. Detected: the store or the lease notices the fault itself and holds the lock back until no lost grant can still be believed. Only the fence: the holder cannot be told in time (it does not run, or its clock assumption is broken); a write it makes late carries a stale token, which a fenced resource refuses. ")

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -37,6 +38,9 @@ type Worker struct {
 	// Think is the sleep between read and write: the window in which a
 	// fault that costs the lease finds the holder mid-update.
 	Think time.Duration
+	// Turns makes every other hold, at random, a quick one: it thinks
+	// a few milliseconds instead of Think (see Setup.Turns).
+	Turns bool
 
 	// Lead runs the worker through a Contender ([Worker.RunLeader]).
 	Lead bool
@@ -103,7 +107,11 @@ func (w *Worker) cycle(l *lease.Lease) bool {
 	ctx, tok := l.Context(), l.Token()
 	fv, ferr := w.Fenced.Read(w.Name, tok)
 	uv, _ := w.Unfenced.Read(w.Name, tok)
-	if !sleep(ctx, w.Think) {
+	think := w.Think
+	if w.Turns && rand.IntN(2) == 0 {
+		think = time.Duration(rand.Int64N(int64(quickThink)))
+	}
+	if !sleep(ctx, think) {
 		return false
 	}
 	if ctx.Err() != nil { // told it lost the lease: do not write
@@ -115,6 +123,9 @@ func (w *Worker) cycle(l *lease.Lease) bool {
 	_ = w.Unfenced.Write(w.Name, tok, uv+1)
 	return ferr == nil && w.Fenced.Write(w.Name, tok, fv+1) == nil
 }
+
+// quickThink bounds the think of a quick hold (Worker.Turns).
+const quickThink = 20 * time.Millisecond
 
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
