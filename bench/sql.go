@@ -41,6 +41,13 @@ const (
 	// counters: a backend publishes its counters when it goes idle, at most
 	// once a second (PostgreSQL 15).
 	pgStatsLag = 1100 * time.Millisecond
+	// pgStatsSettle is the Settle of the PostgreSQL targets: a backend
+	// that goes idle less than a second after it last published holds its
+	// counters back for up to 10 s (PostgreSQL 15's PGSTAT_IDLE_INTERVAL),
+	// so a burst of work that just ended (a thousand acquires) shows up
+	// only then: counted in the renewal window, it read as 92 round trips
+	// per second of renewal where the store sent about 2.
+	pgStatsSettle = 11 * time.Second
 	// mysqlLockWait is the GET_LOCK timeout (seconds) of go-mysql-lock's
 	// ObtainTimeoutContext, retried until ctx ends: MariaDB returns NULL
 	// for the -1 (wait forever) that its Obtain and ObtainContext pass.
@@ -84,7 +91,7 @@ func simbaPostgres(s Servers) Target {
 	o := &simbaSQL{driver: "pgx", dsn: s.Postgres, dialect: schema.Postgres, prefix: s.KeyPrefix,
 		newStore: func(db *sql.DB) (*sqlstore.Store, error) { return sqlstore.NewPostgres(db) }}
 	return Target{Lib: "simba", Backend: "PostgreSQL", Settings: simbaSettings + ", LISTEN/NOTIFY (pgx stdlib), pool of 16",
-		Open: o.open, Ops: pgOps(s.Postgres), Takeover: simbaTTL + simbaTransition}
+		Open: o.open, Ops: pgOps(s.Postgres), Settle: pgStatsSettle, Takeover: simbaTTL + simbaTransition}
 }
 
 func simbaMySQL(s Servers) Target {
@@ -214,7 +221,7 @@ func newPglockTarget(s Servers, lease, heartbeat time.Duration) Target {
 	return Target{Lib: "pglock", Backend: "PostgreSQL",
 		Settings: fmt.Sprintf("lease %v, heartbeat %v (its default 1:4 ratio); a waiter retries every lease, no wake-up, and takes a dead holder's row once its version stood still for a whole lease (1–2 leases after the last heartbeat); lib/pq",
 			lease, heartbeat),
-		Open: open, Ops: pgOps(s.Postgres), Takeover: lease}
+		Open: open, Ops: pgOps(s.Postgres), Settle: pgStatsSettle, Takeover: lease}
 }
 
 // pglockClient is one pglock.Client on a pool of its own. Heartbeats run
@@ -272,7 +279,7 @@ func advisoryTarget(s Servers) Target {
 	}
 	return Target{Lib: "advisory lock", Backend: "PostgreSQL",
 		Settings: "pg_advisory_lock(64-bit FNV-1a of the key) on a dedicated connection; waits on the server; no lease",
-		Open:     open, Ops: pgOps(s.Postgres)}
+		Open:     open, Ops: pgOps(s.Postgres), Settle: pgStatsSettle}
 }
 
 type advisoryClient struct {

@@ -55,6 +55,12 @@ type Target struct {
 	// after kill -9 (scenario f), for the report; 0 when the lock dies
 	// with the connection (advisory locks, GET_LOCK).
 	Takeover time.Duration
+
+	// Settle is how long work that ended may take to show in Ops: the
+	// waiter-load and renewal scenarios wait that long before their first
+	// count, so that the set-up's work (queueing the waiters, taking the
+	// leases) is not counted in the window. 0 when counts are immediate.
+	Settle time.Duration
 }
 
 // ID names the target in reports and in the holder process's environment.
