@@ -71,10 +71,17 @@ func (w *Worker) Run(ctx context.Context) int {
 			<-l.Done()
 			if errors.Is(l.Err(), lease.ErrLost) {
 				now := w.History.Now()
+				deadline := now - time.Since(l.Deadline())
 				if r, ok := w.History.(interface{ SetDeadline(*Hold, time.Duration) }); ok { // in process
-					r.SetDeadline(hd, now-time.Since(l.Deadline()))
+					r.SetDeadline(hd, deadline)
 				}
-				w.History.End(hd, now, true)
+				// Lost at its deadline, the lease ended then: Held is
+				// false from then on, and the Manager cancels it before
+				// it gives the grant back, which may let the next holder
+				// in before this goroutine runs on a loaded machine. A
+				// loss the store told earlier (a refused renewal) ended
+				// when told.
+				w.History.End(hd, min(now, deadline), true)
 			}
 		}()
 		if w.cycle(l) {
