@@ -11,7 +11,7 @@ import (
 	"github.com/simba-go/simba/memstore"
 )
 
-// TestLossRecordedWhenTheLeaseEnded: a worker records a lease lost at its
+// TestLossRecordedWhenTheLeaseEnded: a worker (or a leader) records a lease lost at its
 // deadline at that deadline, however late its goroutine runs (here every
 // reading of the run's clock comes 20 ms late, as on a loaded machine);
 // the Manager cancelled the lease then, before it gave the grant back,
@@ -23,14 +23,22 @@ import (
 // refused renewal) is recorded when told: an overlap with a grant made
 // before the deadline is still seen.
 func TestLossRecordedWhenTheLeaseEnded(t *testing.T) {
-	for name, refuse := range map[string]bool{"at the deadline": false, "refused": true} {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { lossRecord(t, refuse) })
-		})
+	for _, lead := range []bool{false, true} {
+		for name, refuse := range map[string]bool{"at the deadline": false, "refused": true} {
+			if lead {
+				name = "leader " + name
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { lossRecord(t, lead, refuse) })
+			})
+		}
 	}
 }
 
-func lossRecord(t *testing.T, refuse bool) {
+// lossRecord runs one worker (lead: through a Contender) whose lease is
+// lost (refuse: by a refused renewal) while it is mid-update, and checks
+// when the loss was recorded.
+func lossRecord(t *testing.T, lead, refuse bool) {
 	mem := memstore.New()
 	defer mem.Heal()
 	store := &refusing{Store: mem}
@@ -41,12 +49,17 @@ func lossRecord(t *testing.T, refuse bool) {
 	h := NewHistory()
 	busy := make(chan struct{}) // the holder is mid-update past its deadline
 	w := &Worker{Name: "w", Manager: m, Mutex: "m", Fenced: blocking{NewRegister(true), busy},
-		Unfenced: NewRegister(false), History: lateClock{h, 20 * time.Millisecond}, Think: campThink}
+		Unfenced: NewRegister(false), History: lateClock{h, 20 * time.Millisecond}, Think: campThink, Lead: lead}
+	w.leader.init()
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		w.Run(ctx)
+		if lead {
+			w.RunLeader(ctx)
+		} else {
+			w.Run(ctx)
+		}
 	}()
 	for h.Holder("m") == "" {
 		time.Sleep(time.Millisecond)
