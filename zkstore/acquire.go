@@ -415,9 +415,19 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 				}
 				czxid = st.Czxid
 			}
-			if sid := s.sess.tap.state().sid; sid == before && sid != 0 {
-				n = &node{path: p, session: sid, czxid: czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
-				s.adoptNode(k, n)
+			adopt := func() {
+				if sid := s.sess.tap.state().sid; sid == before && sid != 0 {
+					n = &node{path: p, session: sid, czxid: czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
+					s.adoptCreated(k, n)
+				}
+			}
+			s.mu.Lock()
+			hook := s.adoptHook
+			s.mu.Unlock()
+			if hook != nil {
+				hook(adopt)
+			} else {
+				adopt()
 			}
 			return nil
 		})

@@ -40,6 +40,12 @@ func init() {
 		defer s.mu.Unlock()
 		s.afterQueueRead = f
 	}
+	testhooks.ZKCreateAdopt = func(st any, f func(adopt func())) {
+		s := st.(*Store)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.adoptHook = f
+	}
 	testhooks.ZKHoldWatchdog = func(st any) func() {
 		s := st.(*Store)
 		s.mu.Lock()

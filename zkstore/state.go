@@ -86,9 +86,23 @@ func (s *Store) update(k nodeKey, path string, f func(n *node)) bool {
 
 // adoptNode makes n k's node (replacing any other) and wakes k's
 // subscriptions. The doubt of a lost create is settled: the node is known.
-func (s *Store) adoptNode(k nodeKey, n *node) {
+func (s *Store) adoptNode(k nodeKey, n *node) { s.adopt1(k, n, false) }
+
+// adoptCreated is adoptNode for the node a create's reply names, which
+// may come after its caller gave up and a later Acquire found the node in
+// a listing (and granted it, or this Store began deleting it): the record
+// of that node stays as it is. Replaced by a fresh one, a granted node
+// would be no grant to its holder's next Renew, and the next Acquire
+// would grant it again under the same token (I1).
+func (s *Store) adoptCreated(k nodeKey, n *node) { s.adopt1(k, n, true) }
+
+func (s *Store) adopt1(k nodeKey, n *node, keepSame bool) {
 	s.mu.Lock()
 	ks := s.stateLocked(k)
+	if keepSame && ks.n != nil && ks.n.path == n.path {
+		s.mu.Unlock()
+		return
+	}
 	c := *n
 	ks.n, ks.doubt = &c, false
 	ks.kickLocked()

@@ -30,7 +30,8 @@ type Store struct {
 
 	trips atomic.Int64 // requests sent, for tests and benchmarks
 
-	afterQueueRead func() // a test's (hooks.go), guarded by mu
+	afterQueueRead func()             // a test's (hooks.go), guarded by mu
+	adoptHook      func(adopt func()) // a test's (hooks.go), guarded by mu
 }
 
 // nodeKey names one contender's interest in one lock.

@@ -117,7 +117,11 @@ func (w *Worker) lead(lctx context.Context, l *lease.Lease, c *lease.Contender, 
 	go func() { // the holder is told when its context ends
 		defer close(told)
 		<-lctx.Done()
-		w.History.End(hd, w.History.Now(), errors.Is(l.Err(), lease.ErrLost))
+		if errors.Is(l.Err(), lease.ErrLost) {
+			w.endLost(hd, l)
+		} else {
+			w.History.End(hd, w.History.Now(), false)
+		}
 	}()
 	st.mu.Lock()
 	st.leading++

@@ -74,11 +74,7 @@ func (w *Worker) Run(ctx context.Context) int {
 			defer close(ended)
 			<-l.Done()
 			if errors.Is(l.Err(), lease.ErrLost) {
-				now := w.History.Now()
-				if r, ok := w.History.(interface{ SetDeadline(*Hold, time.Duration) }); ok { // in process
-					r.SetDeadline(hd, now-time.Since(l.Deadline()))
-				}
-				w.History.End(hd, now, true)
+				w.endLost(hd, l)
 			}
 		}()
 		if w.cycle(l) {
@@ -99,6 +95,20 @@ func (w *Worker) Run(ctx context.Context) int {
 		<-ended
 	}
 	return done
+}
+
+// endLost records that hd's lease l was lost. Lost at its deadline, it
+// ended then: Held is false from then on, and the Manager cancels the
+// lease before it gives the grant back, which may let the next holder in
+// before the goroutine that records it runs on a loaded machine. A loss
+// the store told earlier (a refused renewal) ended when told.
+func (w *Worker) endLost(hd *Hold, l *lease.Lease) {
+	now := w.History.Now()
+	deadline := now - time.Since(l.Deadline())
+	if r, ok := w.History.(interface{ SetDeadline(*Hold, time.Duration) }); ok { // in process
+		r.SetDeadline(hd, deadline)
+	}
+	w.History.End(hd, min(now, deadline), true)
 }
 
 // cycle increments both registers once under l; true when the fenced

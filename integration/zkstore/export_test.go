@@ -38,3 +38,5 @@ func subscribed(s *zkstore.Store, name, contender string) bool {
 func afterQueueRead(s *zkstore.Store, f func()) { testhooks.ZKAfterQueueRead(s, f) }
 
 func holdWatchdog(s *zkstore.Store) (release func()) { return testhooks.ZKHoldWatchdog(s) }
+
+func createAdopt(s *zkstore.Store, f func(adopt func())) { testhooks.ZKCreateAdopt(s, f) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,16 +63,10 @@ func TestSlowCreateAbandoned(t *testing.T) {
 	s := newStore(t, connect(t, addrs, tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i7/slow-create"
-	warm, err := s.Acquire(ctx, name, "warm", time.Second, time.Second) // the lock's znode exists
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, name, "warm", warm.Token); err != nil {
-		t.Fatal(err)
-	}
+	warmUp(t, s, name)
 	p[0].Delay(time.Second)
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err = s.Acquire(short, name, "a", 5*time.Second, 5*time.Second)
+	_, err := s.Acquire(short, name, "a", 5*time.Second, 5*time.Second)
 	cancel()
 	if err == nil {
 		t.Fatal("Acquire through a 1 s delay returned within 200 ms")
@@ -163,5 +158,76 @@ func TestLapsedGrantGetsNewToken(t *testing.T) {
 	}
 	if n := children(t, s, srv, name); len(n) != 1 {
 		t.Errorf("nodes %v, want one", n)
+	}
+}
+
+// TestLateCreateReplyKeepsGrant (I1): an Acquire gives up while its
+// create's reply is on the way; the retried Acquire finds the node and
+// grants it. The first create's reply, handled after that grant, must not
+// replace the granted node with a fresh one: the holder's next Renew was
+// then refused as "no such grant", its lease lost with nothing left to
+// release, and the next Acquire granted the same node, under the same
+// token, once more (the campaign's "token 356482285582 granted to
+// zookeeper-ensemble-0-w0 at 9m5.155s and to zookeeper-ensemble-0-w0 at
+// 9m5.368s").
+func TestLateCreateReplyKeepsGrant(t *testing.T) {
+	t.Parallel()
+	const name = "i1/late-create-reply"
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	warmUp(t, s, name)
+	ctx := t.Context()
+	arrived, resume, adopted := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	createAdopt(s, func(adopt func()) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			adopt()
+			return
+		}
+		close(arrived)
+		<-resume // the reply's handling waits: a goroutine a loaded machine runs late
+		adopt()
+		close(adopted)
+	})
+	t.Cleanup(func() {
+		select {
+		case <-resume:
+		default:
+			close(resume)
+		}
+	})
+	short, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(short, name, "a", 5*time.Second, 5*time.Second)
+		done <- err
+	}()
+	<-arrived // the create was applied and answered
+	cancel()  // the caller gives up meanwhile
+	if err := <-done; err == nil {
+		t.Fatal("Acquire returned a grant though its caller gave up before the create's reply was handled")
+	}
+	rec, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("retried Acquire = %+v, %v; want held", rec, err)
+	}
+	close(resume)
+	<-adopted
+	if _, err := s.Renew(ctx, name, "a", rec.Token, 5*time.Second, 5*time.Second); err != nil {
+		t.Errorf("Renew of the grant after the abandoned create's reply was handled: %v; want renewed", err)
+	}
+}
+
+// warmUp makes the lock's znode: a grant, released.
+func warmUp(t *testing.T, s *zkstore.Store, name string) {
+	t.Helper()
+	warm, err := s.Acquire(t.Context(), name, "warm", time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(t.Context(), name, "warm", warm.Token); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -53,6 +53,10 @@ var (
 	// ZKAfterQueueRead makes s call f (nil: nothing) each time an Acquire
 	// of a contender whose node s knows has read the lock's queue.
 	ZKAfterQueueRead func(s any, f func())
+	// ZKCreateAdopt makes s call f (nil: none) each time the reply of a
+	// create came, with adopt, the step that records the new node: f
+	// calls it (or not) when it likes.
+	ZKCreateAdopt func(s any, f func(adopt func()))
 	// ZKHoldWatchdog keeps s's watchdog from looking at s's nodes (it
 	// neither deletes nor forgets any) until release is called.
 	ZKHoldWatchdog func(s any) (release func())
