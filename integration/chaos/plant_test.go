@@ -211,25 +211,50 @@ func TestPlantedBugs(t *testing.T) {
 	}
 }
 
-// buildPlant compiles this package's tests with pl's patches into a
-// binary and returns its path.
-func buildPlant(t *testing.T, root string, pl plant) string {
-	t.Helper()
-	dir := t.TempDir()
+// TestPlantSites: every plant's patches still name exactly one piece of
+// today's source, so that a change of the library that moves a plant's
+// site fails make test, not only the next make chaos-plants.
+func TestPlantSites(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range plants {
+		if _, err := patched(root, pl); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// patched returns the patched copy of each file pl patches, by its path
+// from the repository's root.
+func patched(root string, pl plant) (map[string]string, error) {
 	files := map[string]string{}
 	for _, p := range pl.patches {
 		src, ok := files[p.file]
 		if !ok {
 			b, err := os.ReadFile(filepath.Join(root, p.file))
 			if err != nil {
-				t.Fatalf("plant %q: %v", pl.name, err)
+				return nil, fmt.Errorf("plant %q: %w", pl.name, err)
 			}
 			src = string(b)
 		}
 		if n := strings.Count(src, p.old); n != 1 {
-			t.Fatalf("plant %q: site not found: %s has %d copies of %q, want 1; the code changed: point the plant at it again", pl.name, p.file, n, p.old)
+			return nil, fmt.Errorf("plant %q: site not found: %s has %d copies of %q, want 1; the code changed: point the plant at it again", pl.name, p.file, n, p.old)
 		}
 		files[p.file] = strings.Replace(src, p.old, p.new, 1)
+	}
+	return files, nil
+}
+
+// buildPlant compiles this package's tests with pl's patches into a
+// binary and returns its path.
+func buildPlant(t *testing.T, root string, pl plant) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := patched(root, pl)
+	if err != nil {
+		t.Fatal(err)
 	}
 	replace := map[string]string{}
 	for file, src := range files {
