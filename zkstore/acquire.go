@@ -124,7 +124,7 @@ func noSession(st sessionState) error {
 // wait answers a waiter from its last look at the queue, and keeps its
 // node from the watchdog.
 func (s *Store) wait(k nodeKey, n *node, g grant, start time.Time) (lease.Record, bool) {
-	rec := waiting(n.owner, g)
+	rec := waiting(n.owner, g, k.contender)
 	ok := s.update(k, n.path, func(x *node) { x.due = start.Add(rec.Transition + g.ttl + g.transition + waitGrace) })
 	return rec, ok
 }
@@ -132,10 +132,18 @@ func (s *Store) wait(k nodeKey, n *node, g grant, start time.Time) (lease.Record
 // waiting is the record of a waiter: the owner, and its whole ttl and
 // transition, the longest it keeps the lock without a call of its
 // Manager (holders renew without a write, so the time left is theirs).
-func waiting(o owner, g grant) lease.Record {
+// A node of the waiter's own contender id ahead of its node (one this
+// Store is deleting after a release whose delete failed, or another
+// session's under the same id) is no grant to it: the record is held
+// back, with no owner, never the waiter's own id, which its Manager
+// would take for a grant under that node's token.
+func waiting(o owner, g grant, self string) lease.Record {
 	og := o.g
 	if og.ttl == 0 {
 		og = g // unreadable: a node with the caller's timings
+	}
+	if o.contender == self {
+		return lease.Record{TTL: og.ttl, Transition: og.ttl + og.transition}
 	}
 	return lease.Record{OwnerID: o.contender, Token: uint64(o.czxid), TTL: og.ttl, Transition: og.ttl + og.transition}
 }
@@ -181,7 +189,7 @@ func (s *Store) look(ctx context.Context, k nodeKey, g grant, start time.Time) (
 			}
 		}
 	}
-	rec := waiting(ow, g)
+	rec := waiting(ow, g, k.contender)
 	ok := s.updateKick(k, n.path, w != nil || !n.looked, func(x *node) {
 		x.owner, x.looked = ow, true
 		if w != nil {
@@ -365,6 +373,9 @@ func (s *Store) adopt(ctx context.Context, q queue, k nodeKey, start time.Time) 
 	var keep *node
 	for _, c := range q.mine(k.contender) {
 		p := q.path(c)
+		if s.isRetiring(p) {
+			continue // released, its delete pending: never a grant again
+		}
 		g, st, err := s.read(ctx, p)
 		if gone(err) {
 			continue
@@ -389,6 +400,15 @@ func (s *Store) adopt(ctx context.Context, q queue, k nodeKey, start time.Time) 
 		s.adoptNode(k, keep)
 	}
 	return keep, nil
+}
+
+// isRetiring reports whether this Store is deleting the node at p in the
+// background.
+func (s *Store) isRetiring(p string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.retiring[p]
+	return ok
 }
 
 // create adds a node for contender to the queue of dir, making the dir (a

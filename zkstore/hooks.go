@@ -2,6 +2,7 @@ package zkstore
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -56,6 +57,24 @@ func init() {
 			defer s.mu.Unlock()
 			s.dog.held = false
 			s.wakeLocked()
+		}
+	}
+	testhooks.ZKHoldRetire = func(st any) func() {
+		s := st.(*Store)
+		gate := make(chan struct{})
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.retireGate = gate
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if s.retireGate == gate {
+					s.retireGate = nil
+				}
+				close(gate)
+			})
 		}
 	}
 	testhooks.ZKSubscribed = func(st any, mutex, contender string) bool {

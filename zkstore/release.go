@@ -71,7 +71,15 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 				continue
 			}
 		}
+		// Our current node is no grant from now on, even if the delete's
+		// outcome stays unknown (its context ended: the request may still
+		// go out); then it is deleted in the background, and no Acquire
+		// takes it back meanwhile.
+		mineNow := cur != nil && cur.path == p && s.kill(k, p)
 		if err := s.remove(ctx, p, st.Version); err != nil && !gone(err) {
+			if mineNow {
+				s.retireLater(k, *cur)
+			}
 			return fmt.Errorf("zkstore: release %q: %w", name, err)
 		} else if err == nil && named {
 			released = true

@@ -27,11 +27,15 @@ type Store struct {
 	keys map[nodeKey]*keyState
 	dog  dogState
 	dirs map[string]struct{} // lock znodes a create went into lately (guarded by mu)
+	// retiring holds the paths of the nodes this Store is deleting in the
+	// background (retireLater), guarded by mu: an Acquire never adopts one.
+	retiring map[string]struct{}
 
 	trips atomic.Int64 // requests sent, for tests and benchmarks
 
 	afterQueueRead func()             // a test's (hooks.go), guarded by mu
 	adoptHook      func(adopt func()) // a test's (hooks.go), guarded by mu
+	retireGate     chan struct{}      // a test's (hooks.go): retires wait until it closes; guarded by mu
 }
 
 // nodeKey names one contender's interest in one lock.

@@ -138,7 +138,22 @@ func (s *Store) Close() error {
 // retireLater deletes k's dead node n in the background, retrying until
 // the node or its session is gone.
 func (s *Store) retireLater(k nodeKey, n node) {
+	s.mu.Lock()
+	gate := s.retireGate
+	if s.retiring == nil {
+		s.retiring = map[string]struct{}{}
+	}
+	s.retiring[n.path] = struct{}{}
+	s.mu.Unlock()
 	go func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.retiring, n.path)
+			s.mu.Unlock()
+		}()
+		if gate != nil {
+			<-gate
+		}
 		for fails := 0; ; fails++ {
 			st := s.sess.tap.state()
 			if st.sid != n.session {

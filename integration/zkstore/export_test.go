@@ -39,4 +39,6 @@ func afterQueueRead(s *zkstore.Store, f func()) { testhooks.ZKAfterQueueRead(s, 
 
 func holdWatchdog(s *zkstore.Store) (release func()) { return testhooks.ZKHoldWatchdog(s) }
 
+func holdRetire(s *zkstore.Store) (release func()) { return testhooks.ZKHoldRetire(s) }
+
 func createAdopt(s *zkstore.Store, f func(adopt func())) { testhooks.ZKCreateAdopt(s, f) }

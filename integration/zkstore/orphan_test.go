@@ -231,3 +231,49 @@ func warmUp(t *testing.T, s *zkstore.Store, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestReleaseInDoubtNeverRegranted (I1, I6): a Release whose delete failed
+// (its context ended: the delete may still land) leaves the node to be
+// deleted in the background. Until then the node is still listed in the
+// queue, ours and first in line; the holder's next Acquires must not take
+// it back: granted again under the released token, it would be deleted
+// under the new holder by the pending delete, and the next in line
+// granted while the holder believes it holds.
+func TestReleaseInDoubtNeverRegranted(t *testing.T) {
+	t.Parallel()
+	const name = "i1/release-in-doubt"
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	warmUp(t, s, name)
+	ctx := t.Context()
+	resume := holdRetire(s)
+	t.Cleanup(resume)
+	first, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
+	if err != nil || !first.Held("a") {
+		t.Fatalf("Acquire = %+v, %v; want held", first, err)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Release(gone, name, "a", first.Token); err == nil {
+		t.Fatal("Release under an ended context returned nil; want its error (the delete's outcome unknown)")
+	}
+	for i := range 3 {
+		rec, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
+		if err == nil && rec.Token == first.Token {
+			t.Fatalf("Acquire %d after the release in doubt = %+v: the released grant's token again; want another node or a wait", i+1, rec)
+		}
+		t.Logf("Acquire %d = %+v, %v", i+1, rec, err)
+	}
+	resume()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rec, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
+		if err == nil && rec.Held("a") && rec.Token > first.Token {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Acquire once the delete went through = %+v, %v; want held under a token above %d", rec, err, first.Token)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -60,4 +60,7 @@ var (
 	// ZKHoldWatchdog keeps s's watchdog from looking at s's nodes (it
 	// neither deletes nor forgets any) until release is called.
 	ZKHoldWatchdog func(s any) (release func())
+	// ZKHoldRetire keeps s from retrying the deletes of its dead nodes (a
+	// release or drop whose delete failed) until release is called.
+	ZKHoldRetire func(s any) (release func())
 )
