@@ -3,7 +3,8 @@
 -- The Store prepends LIFE (the server life it loaded this text into),
 -- START (the latest instant that life can have begun, server ms) and GUARD
 -- (whether to hold mutexes back after a possible loss of data).
--- Returns {owner, token, ttl ms, transition ms}; owner "" when not granted.
+-- Returns {owner, token, ttl ms, transition ms}; owner "" when not granted
+-- (acquirefast.lua returns only the token of its grants: decodeAcquire).
 local c, ttl, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local win, cmd, keep = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local span = ttl + tr

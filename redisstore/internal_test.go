@@ -88,3 +88,23 @@ func TestKeysOf(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeAcquire: the fast path's reply, the token alone, is a grant to
+// the caller for what it asked; a token that is not a positive integer is
+// refused; the full script's array still decodes.
+func TestDecodeAcquire(t *testing.T) {
+	rec, err := decodeAcquire("1795463917316923", "c", 500, 300)
+	if err != nil || rec.OwnerID != "c" || rec.Token != 1795463917316923 ||
+		rec.TTL != 500*time.Millisecond || rec.Transition != 800*time.Millisecond {
+		t.Fatalf("decodeAcquire(token) = %+v, %v", rec, err)
+	}
+	for _, bad := range []any{"0", "", "-1", "1e15", int64(7)} {
+		if _, err := decodeAcquire(bad, "c", 500, 300); !errors.Is(err, ErrUnexpectedReply) {
+			t.Errorf("decodeAcquire(%v) error %v, want ErrUnexpectedReply", bad, err)
+		}
+	}
+	rec, err = decodeAcquire([]any{"d", "9", int64(500), int64(800)}, "c", 500, 300)
+	if err != nil || rec.OwnerID != "d" || rec.Token != 9 {
+		t.Fatalf("decodeAcquire(array) = %+v, %v", rec, err)
+	}
+}

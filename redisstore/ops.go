@@ -29,7 +29,7 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
-	rec, err := decodeRecord(v)
+	rec, err := decodeAcquire(v, contender, args[1].(int64), args[2].(int64))
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
@@ -160,6 +160,29 @@ func decodeRecord(v any) (lease.Record, error) {
 		return lease.Record{}, err
 	}
 	return parseRecord(l)
+}
+
+// decodeAcquire reads the acquire script's reply: the record, or only the
+// token of a grant to contender for ttl then transition ms (acquirefast.lua),
+// which leaves the rest to the caller.
+func decodeAcquire(v any, contender string, ttl, transition int64) (lease.Record, error) {
+	t, ok := v.(string)
+	if !ok {
+		return decodeRecord(v)
+	}
+	tok, err := uintOf(t)
+	if err != nil {
+		return lease.Record{}, err
+	}
+	if tok == 0 {
+		return lease.Record{}, fmt.Errorf("%w: token 0 granted", ErrUnexpectedReply)
+	}
+	return lease.Record{
+		OwnerID:    contender,
+		Token:      tok,
+		TTL:        time.Duration(ttl) * time.Millisecond,
+		Transition: time.Duration(ttl+transition) * time.Millisecond,
+	}, nil
 }
 
 // checkNameContender validates a lock name and a contender id.
