@@ -110,7 +110,7 @@ func simbaSQLite(s Servers) Target {
 
 // sqliteDSN is the DSN the sqlstore documentation gives for a file.
 func sqliteDSN(path string) string {
-	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+	return "file:" + path + "?_pragma=busy_timeout(100)&_pragma=journal_mode(WAL)&_txlock=immediate"
 }
 
 // withInterpolateParams adds interpolateParams=true to a go-sql-driver DSN,

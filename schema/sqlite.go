@@ -17,20 +17,25 @@ import (
 // written here, small, because golang-migrate's own SQLite drivers import a
 // SQLite driver (cgo or a large pure-Go one) into every user of this
 // package. Lock is BEGIN IMMEDIATE, so two processes migrating one file at
-// once take turns (give the connection a busy timeout); everything until
+// once take turns (busy errors are retried, with backoff, until ctx ends or
+// liteOpenMax has passed, whatever the busy timeout); everything until
 // Unlock (COMMIT) is one transaction, DDL included.
 type liteDriver struct {
+	ctx  context.Context // of the migration: bounds Lock's wait
 	conn *sql.Conn
 	tx   bool // inside BEGIN IMMEDIATE
 }
 
 func newLiteDriver(ctx context.Context, conn *sql.Conn) (*liteDriver, error) {
-	_, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+MigrationsTable+
-		" (version INTEGER NOT NULL, dirty INTEGER NOT NULL)")
+	err := liteWait(ctx, func() error {
+		_, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+MigrationsTable+
+			" (version INTEGER NOT NULL, dirty INTEGER NOT NULL)")
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &liteDriver{conn: conn}, nil
+	return &liteDriver{ctx: ctx, conn: conn}, nil
 }
 
 // Open is not supported: the driver works on a connection it is given.
@@ -48,9 +53,14 @@ func (d *liteDriver) Close() error {
 	return errors.Join(err, d.conn.Close())
 }
 
-// Lock starts a write transaction: other writers wait (busy timeout).
+// Lock starts a write transaction: other writers wait (busy timeout,
+// then liteWait).
 func (d *liteDriver) Lock() error {
-	if _, err := d.conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+	err := liteWait(d.ctx, func() error {
+		_, err := d.conn.ExecContext(d.ctx, "BEGIN IMMEDIATE")
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	d.tx = true
@@ -118,17 +128,34 @@ const liteOpenMax = 30 * time.Second
 // not wait where waiting could deadlock. connect waits for the lock
 // instead, with backoff, until ctx ends or liteOpenMax has passed.
 func connect(ctx context.Context, db *sql.DB, d Dialect) (*sql.Conn, error) {
+	if d != SQLite {
+		return db.Conn(ctx)
+	}
+	var conn *sql.Conn
+	err := liteWait(ctx, func() error {
+		var err error
+		conn, err = db.Conn(ctx)
+		return err
+	})
+	return conn, err
+}
+
+// liteWait runs f until it fails with anything but SQLite's busy errors,
+// with backoff (1 ms doubling to 50 ms), until ctx ends or liteOpenMax has
+// passed: the DSN's busy timeout may be short (the store recommends
+// 100 ms, since the driver's busy wait ignores the context).
+func liteWait(ctx context.Context, f func() error) error {
 	start := time.Now()
 	for n := 0; ; n++ {
-		conn, err := db.Conn(ctx)
-		if err == nil || d != SQLite || !liteBusy(err) || time.Since(start) > liteOpenMax {
-			return conn, err
+		err := f()
+		if err == nil || !liteBusy(err) || time.Since(start) > liteOpenMax {
+			return err
 		}
 		t := time.NewTimer(min(time.Millisecond<<min(n, 6), 50*time.Millisecond) + rand.N(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, errors.Join(err, ctx.Err())
+			return errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
 	}

@@ -64,7 +64,8 @@ func WithRetries(n int) Option {
 
 // WithLogger makes the Store log, from its background goroutines only,
 // problems of its notification path (a LISTEN or doorbell connection that
-// failed) and of pruning. The default is silent.
+// failed) and of pruning — and, from NewSQLite, a SQLite busy timeout
+// longer than 1 s. The default is silent.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

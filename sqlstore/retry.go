@@ -2,9 +2,11 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"time"
@@ -66,6 +68,29 @@ const (
 
 // liteBusyMax bounds the retries of SQLite's busy errors.
 const liteBusyMax = 10 * time.Second
+
+// liteBusyWarn is the longest busy timeout NewSQLite accepts without a
+// warning: the driver's busy wait does not end with the context.
+const liteBusyWarn = time.Second
+
+// warnLiteBusyTimeout logs a warning when a connection of db waits longer
+// than liteBusyWarn for a locked file (PRAGMA busy_timeout), since every
+// call may then overrun its context by that much. It only warns: the
+// pragma is set per connection by the caller's DSN or hooks, which the
+// Store does not own, and one connection's value says nothing sure about
+// the next one's.
+func warnLiteBusyTimeout(db *sql.DB, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var ms int64
+	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
+		return // not readable now; the store's own calls will report the file
+	}
+	if d := time.Duration(ms) * time.Millisecond; d > liteBusyWarn {
+		log.Warn("sqlstore: SQLite busy_timeout is long: a call can overrun its context by that much; use busy_timeout(100) and let the store retry under the context",
+			"busy_timeout", d)
+	}
+}
 
 // SQLite primary result codes of a statement refused because another
 // connection holds the lock: nothing was done.

@@ -100,13 +100,18 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 // modernc.org/sqlite ("sqlite") needs no cgo. Every process that opens the
 // same file shares its locks; times come from SQLite's clock, the host's.
 // The tables must exist (see package schema, dialect SQLite). Open the file
-// in WAL mode with a busy timeout and immediate write transactions, for
-// example
+// in WAL mode with a short busy timeout and immediate write transactions,
+// for example
 //
-//	sql.Open("sqlite", "file:/var/lib/app/locks.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+//	sql.Open("sqlite", "file:/var/lib/app/locks.db?_pragma=busy_timeout(100)&_pragma=journal_mode(WAL)&_txlock=immediate")
 //
 // A statement refused with SQLITE_BUSY or SQLITE_LOCKED did nothing and is
-// retried until ctx ends (at most 10 s). Push: while anyone waits, one
+// retried until ctx ends (at most 10 s). Keep the busy timeout short: the
+// driver waits it out inside the statement whatever the context, so a call
+// can overrun its ctx by up to the busy timeout (modernc.org/sqlite v1.58:
+// an Acquire with a 300 ms context returned after 10 s with
+// busy_timeout(10000)). NewSQLite logs a warning when a connection of db
+// has a busy timeout above 1 s. Push: while anyone waits, one
 // connection of the pool watches the file for commits (PRAGMA
 // data_version, a local read) and wakes the waiter a release hands the
 // lock to. db stays the caller's: the Store never closes or configures
@@ -119,6 +124,7 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 	stmts := newPrepared(db, c.table, litedb.Acquire, litedb.Release, litedb.Renew, litedb.Get)
 	s := newStore(c, liteEngine{db: shiftClock(rewrite(stmts, c.table), c.clock)}, "sqlite")
 	s.stmts = stmts
+	warnLiteBusyTimeout(db, c.logger)
 	if c.push {
 		s.hub = &hub{pool: db}
 		s.hub.backend = &poller{db: db, table: c.table, hub: s.hub, log: c.logger, clock: c.clock}

@@ -16,10 +16,11 @@ import (
 
 const sqliteDialect = schema.SQLite
 
-// sqliteParams: wait for other processes' writes instead of failing with
-// SQLITE_BUSY, let readers run beside a writer (WAL), and take the write
-// lock when a transaction begins.
-const sqliteParams = "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+// sqliteParams: wait briefly (100 ms) for other processes' writes before
+// failing with SQLITE_BUSY — the store retries that under the call's
+// context, while the driver's own wait ignores it —, let readers run beside
+// a writer (WAL), and take the write lock when a transaction begins.
+const sqliteParams = "?_pragma=busy_timeout(100)&_pragma=journal_mode(WAL)&_txlock=immediate"
 
 // openSQLite opens the SQLite file of t, creating the default file's
 // directory (private to the user) when needed.

@@ -43,7 +43,7 @@ var (
 // liteDSN is the DSN of a SQLite file: WAL, a busy timeout and immediate
 // write transactions, as sqlstore.NewSQLite advises.
 func liteDSN(path string) string {
-	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+	return "file:" + path + "?_pragma=busy_timeout(100)&_pragma=journal_mode(WAL)&_txlock=immediate"
 }
 
 // fresh returns the DSN of a new, empty database.

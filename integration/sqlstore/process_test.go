@@ -2,9 +2,11 @@ package sqlstore_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/schema"
+	"github.com/simba-go/simba/sqlstore"
 )
 
 // Environment of a contender process started by TestSQLiteProcesses.
@@ -137,15 +141,53 @@ const envChildTx = "SIMBA_SQLSTORE_CHILD_TX"
 // process (make chaos, 2026-11-24: a holder stopped for 5.5 s and the
 // next grant 28 ms after it resumed).
 func TestSQLiteStoppedWriterBlocks(t *testing.T) {
+	db, s := workingLiteStore(t, "stopped/writer")
+
+	w := startWriter(t, db)
+	if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	rec, err := s.Acquire(ctx, "stopped/writer", "b", time.Second, time.Second)
+	cancel()
+	if err == nil {
+		t.Fatalf("Acquire while another process is stopped in a write transaction: %+v, want an error (the file is locked)", rec)
+	}
+	t.Logf("while the writer is stopped: %v", err)
+
+	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	w.commit(t)
+	if _, err := s.Acquire(t.Context(), "stopped/writer", "b", time.Second, time.Second); err != nil {
+		t.Fatalf("Acquire after the writer resumed: %v", err)
+	}
+}
+
+// workingLiteStore returns a migrated SQLite file and a Store on it, once
+// the Store has taken the lock name for owner "a".
+func workingLiteStore(t *testing.T, name string) (string, *sqlstore.Store) {
+	t.Helper()
 	db := filepath.Join(t.TempDir(), "simba.db")
 	sqlite.migrate(t, liteDSN(db))
-	// A short busy timeout keeps the test short: the driver's wait for a
-	// locked file does not end with the context.
-	s := sqlite.newStore(t, strings.Replace(liteDSN(db), "busy_timeout(10000)", "busy_timeout(500)", 1))
-	if _, err := s.Acquire(t.Context(), "stopped/writer", "a", time.Second, time.Second); err != nil {
+	s := sqlite.newStore(t, liteDSN(db))
+	if _, err := s.Acquire(t.Context(), name, "a", time.Second, time.Second); err != nil {
 		t.Fatal(err) // the file and the store work
 	}
+	return db, s
+}
 
+// writer is a child process (TestSQLiteWriterProcess) inside a write
+// transaction on a SQLite file.
+type writer struct {
+	cmd *exec.Cmd
+	in  io.Closer
+}
+
+// startWriter starts a writer on the file db and returns once it is inside
+// its transaction.
+func startWriter(t *testing.T, db string) *writer {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSQLiteWriterProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envChildTx+"="+db)
 	in, err := cmd.StdinPipe()
@@ -163,26 +205,15 @@ func TestSQLiteStoppedWriterBlocks(t *testing.T) {
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "in tx\n" {
 		t.Fatalf("writer process: %q, %v", line, err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-	rec, err := s.Acquire(ctx, "stopped/writer", "b", time.Second, time.Second)
-	cancel()
-	if err == nil {
-		t.Fatalf("Acquire while another process is stopped in a write transaction: %+v, want an error (the file is locked)", rec)
-	}
-	t.Logf("while the writer is stopped: %v", err)
+	return &writer{cmd: cmd, in: in}
+}
 
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	_ = in.Close() // the writer commits and exits
-	if err := cmd.Wait(); err != nil {
+// commit makes the writer commit and waits for it to exit.
+func (w *writer) commit(t *testing.T) {
+	t.Helper()
+	_ = w.in.Close()
+	if err := w.cmd.Wait(); err != nil {
 		t.Fatalf("writer process: %v", err)
-	}
-	if _, err := s.Acquire(t.Context(), "stopped/writer", "b", time.Second, time.Second); err != nil {
-		t.Fatalf("Acquire after the writer resumed: %v", err)
 	}
 }
 
@@ -203,5 +234,71 @@ func TestSQLiteWriterProcess(t *testing.T) {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSQLiteBusyHonoursContext: with the recommended DSN, an Acquire whose
+// context ends in 300 ms, on a file whose write lock another process
+// holds, returns soon after its context ends — not after the driver's
+// busy timeout, a wait inside a statement that no context interrupts.
+func TestSQLiteBusyHonoursContext(t *testing.T) {
+	db, s := workingLiteStore(t, "busy/ctx")
+
+	w := startWriter(t, db)
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	rec, err := s.Acquire(ctx, "busy/ctx", "b", time.Second, time.Second)
+	took := time.Since(start)
+	cancel()
+	if err == nil {
+		t.Fatalf("Acquire while another process holds the write lock: %+v, want an error", rec)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("Acquire with a 300 ms context returned after %v (%v), want within 2 s", took.Round(time.Millisecond), err)
+	}
+	t.Logf("Acquire with a 300 ms context returned after %v: %v", took.Round(time.Millisecond), err)
+	w.commit(t)
+}
+
+// TestSQLiteLongBusyTimeoutWarns: NewSQLite on a database whose
+// connections wait 10 s for a locked file logs a warning naming
+// busy_timeout; with the recommended DSN it logs nothing.
+func TestSQLiteLongBusyTimeoutWarns(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "simba.db")
+	sqlite.migrate(t, liteDSN(db))
+	for _, tc := range []struct {
+		dsn  string
+		warn bool
+	}{
+		{strings.Replace(liteDSN(db), "busy_timeout(100)", "busy_timeout(10000)", 1), true},
+		{liteDSN(db), false},
+	} {
+		var buf bytes.Buffer
+		sqlite.newStore(t, tc.dsn, sqlstore.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+		if got := strings.Contains(buf.String(), "busy_timeout"); got != tc.warn {
+			t.Errorf("NewSQLite(%q) logged %q, want a busy_timeout warning: %v", tc.dsn, buf.String(), tc.warn)
+		}
+	}
+}
+
+// TestSQLiteMigrateWaitsForWriter: with the recommended short busy
+// timeout, schema.Migrate on a file whose write lock another process
+// holds waits for it (as simba's CLI does at every start, beside running
+// contenders) instead of failing after 100 ms with SQLITE_BUSY.
+func TestSQLiteMigrateWaitsForWriter(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "simba.db")
+	sqlite.migrate(t, liteDSN(db))
+	w := startWriter(t, db)
+	done := make(chan error, 1)
+	go func() { done <- schema.Migrate(t.Context(), sqlite.open(t, liteDSN(db)), schema.SQLite) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Migrate while another process holds the write lock returned %v, want it to wait", err)
+	case <-time.After(time.Second):
+	}
+	w.commit(t)
+	if err := <-done; err != nil {
+		t.Fatalf("Migrate after the writer committed: %v", err)
 	}
 }
