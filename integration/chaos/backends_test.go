@@ -267,7 +267,7 @@ func sqlSetup(t *testing.T, dialect string, srv *testserver.SQLServer) Setup {
 }
 
 func sqliteSetup(t *testing.T) Setup {
-	dsn := "file:" + filepath.Join(t.TempDir(), "chaos.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+	dsn := "file:" + filepath.Join(t.TempDir(), "chaos.db") + "?_pragma=busy_timeout(100)&_pragma=journal_mode(WAL)&_txlock=immediate"
 	if err := schema.Migrate(t.Context(), openDB(t, "sqlite", dsn), schema.SQLite); err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func TestBadArguments(t *testing.T) {
 
 // liteDSN is a new SQLite file with a busy timeout.
 func liteDSN(t testing.TB) string {
-	return "file:" + filepath.Join(t.TempDir(), "simba.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+	return "file:" + filepath.Join(t.TempDir(), "simba.db") + "?_pragma=busy_timeout(100)&_pragma=journal_mode(WAL)"
 }
 
 // TestSQLiteConcurrentMigrate: processes that start on a fresh file at
@@ -179,7 +179,7 @@ func TestSQLiteMigrateWaitsForWALSwitch(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(100)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestStatusPages(t *testing.T) {
 	url := sqliteURL(e)
 	// The file simba opens, with the parameters it uses (cmd/simba/sqlite.go).
 	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(url, "sqlite://")+
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+		"?_pragma=busy_timeout(100)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
