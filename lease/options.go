@@ -103,8 +103,14 @@ func WithCallTimeout(d time.Duration) Option {
 
 // WithContenderID sets the id under which this Manager contends. It must be
 // unique among all Managers that share a store: two Managers with one id are
-// one contender, and would both believe they hold a lock. The default is
-// "host:pid:random", unique per Manager.
+// one contender, and would both believe they hold a lock. That holds for a
+// Manager that replaces a closed one too: a grant the closed Manager could
+// not release (its store was away) stays live for up to ttl + transition,
+// and a store hands a live grant to its id again, under the same token, so
+// a new Manager under that id would hold it while the old one's holder may
+// still work under it. Give each Manager an id of its own (the default),
+// or let ttl + transition pass after such a Close before reusing the id.
+// The default is "host:pid:random", unique per Manager.
 func WithContenderID(id string) Option {
 	return func(c *config) error {
 		if err := ValidateContenderID(id); err != nil {
