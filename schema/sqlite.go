@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
+
+	"github.com/simba-go/simba/internal/sqlitebusy"
 )
 
 // liteDriver is a golang-migrate database driver for SQLite on one
@@ -148,7 +150,7 @@ func liteWait(ctx context.Context, f func() error) error {
 	start := time.Now()
 	for n := 0; ; n++ {
 		err := f()
-		if err == nil || !liteBusy(err) || time.Since(start) > liteOpenMax {
+		if err == nil || !sqlitebusy.Is(err) || time.Since(start) > liteOpenMax {
 			return err
 		}
 		t := time.NewTimer(min(time.Millisecond<<min(n, 6), 50*time.Millisecond) + rand.N(time.Millisecond))
@@ -159,16 +161,4 @@ func liteWait(ctx context.Context, f func() error) error {
 		case <-t.C:
 		}
 	}
-}
-
-// liteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
-// (any extended code) from a driver whose errors have a Code method
-// (modernc.org/sqlite, github.com/ncruces/go-sqlite3).
-func liteBusy(err error) bool {
-	var c interface{ Code() int }
-	if !errors.As(err, &c) {
-		return false
-	}
-	code := c.Code() & 0xff
-	return code == 5 || code == 6
 }

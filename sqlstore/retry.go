@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/backoff"
+	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/lease"
 )
 
@@ -32,7 +33,7 @@ func (s *Store) retry(ctx context.Context, f func() error) error {
 		}
 		var pause time.Duration
 		switch {
-		case liteBusy(err) && time.Since(start) < liteBusyMax:
+		case sqlitebusy.Is(err) && time.Since(start) < liteBusyMax:
 			pause = backoff.Plus(backoff.Exp(time.Millisecond, 50*time.Millisecond, busy), time.Millisecond)
 			busy++
 		case transient(err) && attempt < s.retries:
@@ -90,25 +91,6 @@ func warnLiteBusyTimeout(db *sql.DB, log *slog.Logger) {
 		log.Warn("sqlstore: SQLite busy_timeout is long: a call can overrun its context by that much; use busy_timeout(100) and let the store retry under the context",
 			"busy_timeout", d)
 	}
-}
-
-// SQLite primary result codes of a statement refused because another
-// connection holds the lock: nothing was done.
-const (
-	liteBusyCode   = 5 // SQLITE_BUSY
-	liteLockedCode = 6 // SQLITE_LOCKED
-)
-
-// liteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
-// (with any extended code), from a driver whose errors have a Code method
-// (modernc.org/sqlite, github.com/ncruces/go-sqlite3).
-func liteBusy(err error) bool {
-	var c interface{ Code() int }
-	if !errors.As(err, &c) {
-		return false
-	}
-	code := c.Code() & 0xff
-	return code == liteBusyCode || code == liteLockedCode
 }
 
 // transient reports whether err says the statement did not take effect and

@@ -110,7 +110,11 @@ func (b *backend) openSQL(ctx context.Context, mode openMode) error {
 		return fmt.Errorf("%s: %v", b.display, err)
 	}
 	b.closers = append(b.closers, func() { b.db.Close() })
-	if err := b.db.PingContext(ctx); err != nil {
+	ping := b.db.PingContext
+	if b.kind == kindSQLite {
+		ping = func(ctx context.Context) error { return pingSQLite(ctx, b.db) }
+	}
+	if err := ping(ctx); err != nil {
 		return fmt.Errorf("%s: unreachable: %v", b.display, unwrapTimeout(ctx, err))
 	}
 	if mode == forMigrate {

@@ -3,13 +3,17 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite", pure Go
 
+	"github.com/simba-go/simba/internal/backoff"
+	"github.com/simba-go/simba/internal/sqlitebusy"
 	"github.com/simba-go/simba/schema"
 	"github.com/simba-go/simba/sqlstore"
 )
@@ -39,4 +43,25 @@ func newSQLiteStore(db *sql.DB) (*sqlstore.Store, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return s, nil
+}
+
+// pingSQLite makes the first connection to the file, waiting under ctx
+// while another process holds its lock (the driver's own wait, the busy
+// timeout, is short: it ignores ctx). Several simba processes starting at
+// once on a new file each set WAL mode on their first connection, which
+// takes the lock: one of them failed with SQLITE_BUSY before.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	for n := 0; ; n++ {
+		err := db.PingContext(ctx)
+		if err == nil || !sqlitebusy.Is(err) {
+			return err
+		}
+		t := time.NewTimer(backoff.Exp(time.Millisecond, 50*time.Millisecond, n))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
