@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,10 +273,14 @@ func sqliteSetup(t *testing.T) Setup {
 	if err := schema.Migrate(t.Context(), openDB(t, "sqlite", dsn), schema.SQLite); err != nil {
 		t.Fatal(err)
 	}
+	clk := newLiteClock(t)
 	return Setup{
 		Name: "sqlite",
+		// SQLite's clock is the machine's: the stores read it shifted by
+		// the set-up's offset, stepped as a server's clock is.
+		Clock: clk,
 		Client: func() (lease.Store, Faulter, []lease.Option) {
-			s, err := sqlstore.NewSQLite(openDB(t, "sqlite", dsn))
+			s, err := sqlstore.NewSQLite(openDB(t, "sqlite", dsn), sqlstore.WithSQLiteClockOffset(liteOffset(clk.path)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,11 +288,63 @@ func sqliteSetup(t *testing.T) Setup {
 			c, p := tck.Cuttable(s)
 			return c, partitionFaulter{p}, nil
 		},
-		Spawn: func() (*exec.Cmd, Faulter) { return child("sqlite", dsn, ""), nil },
-		TTL:   realTTL, Transition: realTr,
+		Spawn: func() (*exec.Cmd, Faulter) {
+			cmd := child("sqlite", dsn, "")
+			cmd.Env = append(cmd.Env, envLiteClock+"="+clk.path)
+			return cmd, nil
+		},
+		TTL: realTTL, Transition: realTr,
 		// A process stopped inside a write transaction holds the file's
 		// write lock: nobody writes until it resumes.
 		StopBlocks: true,
+	}
+}
+
+// liteClock steps the clock of a SQLite set-up's stores
+// (sqlstore.WithSQLiteClockOffset). The offset, in nanoseconds, lives in
+// a file that every store, in this process or in a contender process,
+// reads before each statement (liteOffset), so a step reaches them all at
+// once, as a server's clock step does.
+type liteClock struct {
+	path string
+	mu   sync.Mutex
+	off  time.Duration
+}
+
+func newLiteClock(t *testing.T) *liteClock {
+	c := &liteClock{path: filepath.Join(t.TempDir(), "clock")}
+	if err := c.Step(0); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Step moves the stores' clock by d; steps add up.
+func (c *liteClock) Step(d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tmp := c.path + ".new"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(int64(c.off+d), 10)), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, c.path); err != nil { // readers see the old offset or the new one
+		return err
+	}
+	c.off += d
+	return nil
+}
+
+// liteOffset reads the offset a liteClock keeps in path (the last one read
+// if the file cannot be read).
+func liteOffset(path string) func() time.Duration {
+	var last atomic.Int64
+	return func() time.Duration {
+		if b, err := os.ReadFile(path); err == nil {
+			if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+				last.Store(n)
+			}
+		}
+		return time.Duration(last.Load())
 	}
 }
 

@@ -30,6 +30,9 @@ const (
 	// envSession is the ZooKeeper session timeout to ask for (default
 	// ttl + transition).
 	envSession = "SIMBA_CHAOS_SESSION"
+	// envLiteClock is the file of a SQLite set-up's clock offset (see
+	// liteClock).
+	envLiteClock = "SIMBA_CHAOS_LITE_CLOCK"
 )
 
 // child returns the command of a contender process: this test binary,
@@ -63,7 +66,11 @@ func childStore(ctx context.Context) (lease.Store, []lease.Option, func(), error
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		s, err := newStore(db)
+		var opts []sqlstore.Option
+		if f := os.Getenv(envLiteClock); kind == "sqlite" && f != "" {
+			opts = append(opts, sqlstore.WithSQLiteClockOffset(liteOffset(f)))
+		}
+		s, err := newStore(db, opts...)
 		if err != nil {
 			db.Close()
 			return nil, nil, nil, err
