@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -563,8 +564,7 @@ func replicaSetup(t *testing.T) Setup {
 	for i := range f.srv {
 		f.links[i] = proxyTo(t, f.srv[1-i].Addr()) // server i's connection to the other, as its replica
 	}
-	f.hole = proxyTo(t, f.srv[0].Addr())
-	f.hole.Blackhole() // the promoted side's clients wait here until the promotion
+	f.hole = blackHole(t) // the promoted side's clients wait here until the promotion
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if err := f.srv[1].ReplicaOf(ctx, f.links[1].Addr()); err != nil {
@@ -601,7 +601,7 @@ func replicaSetup(t *testing.T) Setup {
 type failover struct {
 	srv   [2]*testserver.RedisServer
 	links [2]*faultproxy.Proxy // links[i]: server i's connection to the other
-	hole  *faultproxy.Proxy    // a black hole: the partition between the promoted side and the old primary
+	hole  string               // a black hole: the partition between the promoted side and the old primary
 	rng   *rand.Rand           // who stays with the old primary; the nemesis's goroutine only
 
 	mu      sync.Mutex
@@ -623,7 +623,7 @@ func (f *failover) proxy(t *testing.T) *faultproxy.Proxy {
 	defer f.mu.Unlock()
 	target := f.srv[f.prim].Addr()
 	if f.moving != nil {
-		target = f.hole.Addr() // on the promoted side
+		target = f.hole // on the promoted side
 	}
 	p := proxyTo(t, target)
 	if f.moving != nil {
@@ -661,7 +661,7 @@ func (f *failover) inject(ctx context.Context, last time.Duration) error {
 	}
 	f.links[nw].Blackhole() // the replica hears nothing more from the old primary
 	for p := range f.moving {
-		_ = p.SetTarget(f.hole.Addr())
+		_ = p.SetTarget(f.hole)
 		p.Reset()
 	}
 	f.mu.Unlock()
@@ -694,4 +694,36 @@ func (f *failover) inject(ctx context.Context, last time.Duration) error {
 		return nil
 	})
 	return errors.Join(err, terr, f.srv[old].ReplicaOf(bg, f.links[old].Addr()))
+}
+
+// blackHole returns the address of a listener whose connections never
+// answer, as a server beyond a partition: it reads and drops what they
+// send, and closes each when its client does (a proxy black-holed for a
+// whole campaign would keep every connection a failover moved there).
+func blackHole(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer context.AfterFunc(ctx, func() { _ = c.Close() })() // at the end of the test
+				_, _ = io.Copy(io.Discard, c)
+				_ = c.Close()
+			})
+		}
+	})
+	t.Cleanup(func() {
+		stop()
+		_ = ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }
