@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -106,6 +108,7 @@ func TestCampaign(t *testing.T) {
 		}},
 		{"sqlite", sqliteSetup},
 		{"redis", redisSetup},
+		{"redis-replica", replicaSetup},
 		{"zookeeper", func(t *testing.T) Setup {
 			clk := testserver.NewServerClock(t)
 			s := zkSetup(t, "zookeeper", realTTL+realTr, testserver.ZooKeeperServerClock(clk))
@@ -596,4 +599,189 @@ func flushAll(ctx context.Context, addr string) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	return c.FlushAll(ctx).Err()
+}
+
+// replicaWait is how long the redis-replica set-up's stores wait for the
+// replica's acknowledgement (WAIT) of a grant or renewal: far above a
+// round trip on a loaded machine, far below the ttl.
+const replicaWait = 250 * time.Millisecond
+
+// replicaSetup: a primary and one replica, which replicates through a
+// proxy of its own (links), so that a failover can cut replication off.
+// Every client reaches the current primary through its proxy and counts a
+// grant or renewal only once the replica acknowledged it
+// (redisstore.WithWaitReplicas), the documented assumption under which a
+// promoted replica has every grant a holder counts on: the campaign must
+// find no violation. Lane 0's nemesis fails over (see failover.inject)
+// and kills the notification connections.
+func replicaSetup(t *testing.T) Setup {
+	f := &failover{rng: rand.New(rand.NewPCG(*chaosSeed, 7))}
+	for i := range f.srv {
+		f.srv[i] = testserver.PrivateRedis(t, testserver.RedisReplication())
+	}
+	for i := range f.srv {
+		f.links[i] = proxyTo(t, f.srv[1-i].Addr()) // server i's connection to the other, as its replica
+	}
+	f.hole = blackHole(t) // the promoted side's clients wait here until the promotion
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := f.srv[1].ReplicaOf(ctx, f.links[1].Addr()); err != nil {
+		t.Fatal(err)
+	}
+	prefix := f.srv[0].KeyPrefix()
+	return Setup{
+		Name: "redis-replica",
+		Client: func() (lease.Store, Faulter, []lease.Option) {
+			p := f.proxy(t)
+			c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { c.Close() })
+			s, err := redisstore.New(c, redisstore.WithKeyPrefix(prefix), redisstore.WithWaitReplicas(1, replicaWait))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, p, nil
+		},
+		Spawn: func() (*exec.Cmd, Faulter) {
+			p := f.proxy(t)
+			return child("redis-replica", p.Addr(), prefix), p
+		},
+		KillPush: func() error { return killSubscribers(t.Context(), f.primary().Addr()) },
+		Extra:    []ServerFault{{FaultRedisFailover, func(ctx context.Context, last time.Duration, _ func()) error { return f.inject(ctx, last) }}},
+		// A short campaign (make test) fails over at least once.
+		First: []string{FaultRedisFailover},
+		TTL:   realTTL, Transition: realTr,
+	}
+}
+
+// failover is the state of the redis-replica set-up: two servers, one the
+// primary and the other its replica, and the clients' proxies.
+type failover struct {
+	srv   [2]*testserver.RedisServer
+	links [2]*faultproxy.Proxy // links[i]: server i's connection to the other
+	hole  string               // a black hole: the partition between the promoted side and the old primary
+	rng   *rand.Rand           // who stays with the old primary; the nemesis's goroutine only
+
+	mu      sync.Mutex
+	prim    int                        // the index of the primary
+	clients []*faultproxy.Proxy        // every client's proxy
+	moving  map[*faultproxy.Proxy]bool // during a failover, the clients on the promoted side
+}
+
+func (f *failover) primary() *testserver.RedisServer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.srv[f.prim]
+}
+
+// proxy returns a new client proxy to the primary, which every failover
+// moves: created during one, it starts where the others of its side are.
+func (f *failover) proxy(t *testing.T) *faultproxy.Proxy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	target := f.srv[f.prim].Addr()
+	if f.moving != nil {
+		target = f.hole // on the promoted side
+	}
+	p := proxyTo(t, target)
+	if f.moving != nil {
+		f.moving[p] = true
+	}
+	f.clients = append(f.clients, p)
+	return p
+}
+
+// inject fails over as Sentinel does, with its detection shortened to up
+// to last/2: the replication link is black-holed; the clients on the
+// promoted side (each at random, half of them) are moved to a black hole,
+// while the others stay connected to the old primary, which goes on
+// answering them; the replica is promoted (REPLICAOF NO ONE) and the
+// promoted side is moved to it (a Sentinel-aware client resets its
+// connections on +switch-master). For up to last/2 more (the partition),
+// the old primary still answers those that stayed; then it is demoted as
+// Sentinel reconfigures a returning old master, in one MULTI: REPLICAOF
+// the new primary, CLIENT KILL TYPE normal and pubsub (those clients
+// reconnect, to the new primary); inject returns once it synced, so the
+// next failover can go the other way. The steps after the black hole
+// run to the end even when ctx ends, so that the servers are left a
+// primary and its replica.
+func (f *failover) inject(ctx context.Context, last time.Duration) error {
+	f.mu.Lock()
+	old, nw := f.prim, 1-f.prim
+	f.moving = map[*faultproxy.Proxy]bool{}
+	var stay []*faultproxy.Proxy
+	for _, p := range f.clients {
+		if f.rng.IntN(2) == 0 {
+			f.moving[p] = true
+		} else {
+			stay = append(stay, p)
+		}
+	}
+	f.links[nw].Blackhole() // the replica hears nothing more from the old primary
+	for p := range f.moving {
+		_ = p.SetTarget(f.hole)
+		p.Reset()
+	}
+	f.mu.Unlock()
+	sleep(ctx, last/2) // Sentinel's detection, agreement and election
+
+	bg, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := f.srv[nw].Promote(bg)
+	f.mu.Lock()
+	f.prim = nw
+	for p := range f.moving {
+		_ = p.SetTarget(f.srv[nw].Addr())
+		p.Reset()
+	}
+	f.moving = nil
+	f.mu.Unlock()
+	f.links[nw].Heal() // its replication connection to the old primary ended with the promotion
+	sleep(ctx, last/2) // the partition: the old primary still answers those that stayed
+
+	for _, p := range stay {
+		_ = p.SetTarget(f.srv[nw].Addr()) // where they reconnect
+	}
+	host, port, _ := net.SplitHostPort(f.links[old].Addr())
+	c := redis.NewClient(&redis.Options{Addr: f.srv[old].Addr(), MaxRetries: -1})
+	defer c.Close()
+	_, terr := c.TxPipelined(bg, func(p redis.Pipeliner) error {
+		p.ReplicaOf(bg, host, port)
+		p.Do(bg, "CLIENT", "KILL", "TYPE", "normal")
+		p.Do(bg, "CLIENT", "KILL", "TYPE", "pubsub")
+		return nil
+	})
+	return errors.Join(err, terr, f.srv[old].ReplicaOf(bg, f.links[old].Addr()))
+}
+
+// blackHole returns the address of a listener whose connections never
+// answer, as a server beyond a partition: it reads and drops what they
+// send, and closes each when its client does (a proxy black-holed for a
+// whole campaign would keep every connection a failover moved there).
+func blackHole(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer context.AfterFunc(ctx, func() { _ = c.Close() })() // at the end of the test
+				_, _ = io.Copy(io.Discard, c)
+				_ = c.Close()
+			})
+		}
+	})
+	t.Cleanup(func() {
+		stop()
+		_ = ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }

@@ -165,6 +165,11 @@ const (
 	FaultRedisSnapshot = "SAVE, serve on, SHUTDOWN NOSAVE, restart from the RDB, holder cut off (S13)"
 	FaultRedisAOF      = "appendfsync everysec, kill -9, restart from the AOF, holder cut off (S13)"
 	FaultFlushAll      = "FLUSHALL (S13)"
+	// FaultRedisFailover: a Sentinel-like failover of a primary with one
+	// replica (S7): the primary is cut off from its replica and from the
+	// clients on the promoted side, the replica is promoted, the clients
+	// are moved to it, and the old primary becomes its replica.
+	FaultRedisFailover = "promote the replica while the primary is cut off (S7)"
 	// Steps of the servers' wall clock (S14): within the documented
 	// assumption (smaller than the safety margin, or backward) and beyond
 	// it (forward by more than the margin: a live grant loses more than
@@ -916,7 +921,7 @@ func checkHandoff(setup string, eps []Episode, holds []Hold, span, bound time.Du
 // backward lengthens every live grant on the server).
 func isServerFault(kind string) bool {
 	switch kind {
-	case FaultPauseServer, FaultRestartSrv, FaultRedisSnapshot, FaultRedisAOF, FaultFlushAll,
+	case FaultPauseServer, FaultRestartSrv, FaultRedisSnapshot, FaultRedisAOF, FaultFlushAll, FaultRedisFailover,
 		FaultClockForward, FaultClockBackward, FaultClockFarBackward, FaultClockFarForward:
 		return true
 	}

@@ -24,7 +24,7 @@ import (
 
 // The environment of a contender process that names its store.
 const (
-	envStore  = "SIMBA_CHAOS_STORE"  // postgres, mysql, sqlite, redis, redis-cluster, zookeeper
+	envStore  = "SIMBA_CHAOS_STORE"  // postgres, mysql, sqlite, redis, redis-replica, redis-cluster, zookeeper
 	envTarget = "SIMBA_CHAOS_TARGET" // DSN, address, or a comma list (see childStore)
 	envRoot   = "SIMBA_CHAOS_ROOT"   // Redis key prefix or ZooKeeper root
 	// envSession is the ZooKeeper session timeout to ask for (default
@@ -76,9 +76,13 @@ func childStore(ctx context.Context) (lease.Store, []lease.Option, func(), error
 			return nil, nil, nil, err
 		}
 		return s, nil, func() { s.Close(); db.Close() }, nil
-	case "redis", "redis-cluster":
+	case "redis", "redis-replica", "redis-cluster":
 		var c redis.UniversalClient
-		if kind == "redis" {
+		var opts []redisstore.Option
+		if kind == "redis-replica" {
+			opts = append(opts, redisstore.WithWaitReplicas(1, replicaWait))
+		}
+		if kind != "redis-cluster" {
 			c = redis.NewClient(&redis.Options{Addr: target, MaxRetries: -1})
 		} else {
 			via := map[string]string{}
@@ -97,7 +101,7 @@ func childStore(ctx context.Context) (lease.Store, []lease.Option, func(), error
 					return d.DialContext(ctx, network, addr)
 				}})
 		}
-		s, err := redisstore.New(c, redisstore.WithKeyPrefix(root))
+		s, err := redisstore.New(c, append(opts, redisstore.WithKeyPrefix(root))...)
 		if err != nil {
 			c.Close()
 			return nil, nil, nil, err

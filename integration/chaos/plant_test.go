@@ -160,6 +160,21 @@ var plants = []plant{
 			"    win = span -- planted: reserved for the waiter's whole span\n"}},
 		setup: "redis", faults: "head of the queue", run: 90 * time.Second,
 	},
+	{
+		// Not an item of issue 14: the failover of issue 15 (S7) must
+		// reach the replication guard it relies on.
+		name: "redis-failover-unacknowledged",
+		bug:  "S7: with WithWaitReplicas, grants and renewals the replica did not acknowledge are counted anyway",
+		patches: []sourcePatch{
+			{"redisstore/ops.go",
+				"		if s.cfg.waitN > 0 && acks < int64(s.cfg.waitN) {\n",
+				"		if false && acks < int64(s.cfg.waitN) { // planted: counted unacknowledged\n"},
+			{"redisstore/batch.go",
+				"			if acks < int64(s.cfg.waitN) {\n",
+				"			if false && acks < int64(s.cfg.waitN) { // planted: counted unacknowledged\n"},
+		},
+		setup: "redis-replica", faults: "S7", run: 90 * time.Second,
+	},
 }
 
 // violationLine is a line of the campaign's output that reports a

@@ -163,7 +163,11 @@ func WriteReport(w io.Writer, title string, results []Result) error {
 	p("- Server clock steps (S14) run the servers under libfaketime (integration/testserver's ServerClock): only the server's CLOCK_REALTIME moves, by 0.1–0.5 × the safety margin within the assumption and by 2 × the margin to 2 × (ttl + transition) beyond it; steps add up over a run. Redis runs with glibc's malloc under it (Debian's jemalloc recurses into libfaketime at start). ZooKeeper expires sessions on the JVM's monotonic clock, so a step does not touch its grants. SQLite's clock is the machine's and is not stepped.\n")
 	p("- Redis restarts that keep data: SAVE, up to ttl + transition of serving on (its grants are lost), SHUTDOWN NOSAVE and a start from the snapshot; the append-only file turned on (appendfsync everysec), kill -9 and a start from it; FLUSHALL. A plain restart of a Redis set-up comes back empty.\n")
 	p("- Known gap (found with these faults, not yet fixed in redisstore): after a FLUSHALL, or a restart that lost the record, Redis tokens continue from the server's clock in microseconds; when that clock was stepped back by more than the time since the lost grants, a new token is smaller than theirs (I1). The campaign draws far backward steps and flushes on Redis, so a long run can report it.\n")
-	p("- S7 (Redis failover with asynchronous replication) is documented, not injected: the set-ups have no replicas.\n")
+	p("- S7 (Redis failover with asynchronous replication) on the redis-replica set-up: a primary and one replica, which replicates through a proxy of its own; every client (in-process and process) reaches the primary through its proxy and counts a grant or renewal only once the replica acknowledged it (redisstore.WithWaitReplicas(1, 250ms), the documented assumption under which a promoted replica has every grant a holder counts on). ")
+	p("A failover does what Sentinel does, with its detection time shortened: the replication link is black-holed, and the clients on the promoted side (each client at random, half of them; the holder among them or not) are moved to a black hole: the old primary is cut off from its replica and from them, while the others — a holder among them, the dangerous case — stay connected to the old primary, which goes on answering them (its writes reach no replica: WAIT returns 0). ")
+	p("After up to ttl + transition (the detection), the replica is promoted (REPLICAOF NO ONE) and the promoted side's clients are moved to it (their proxies' target changes and their connections are reset, as a Sentinel-aware client does on +switch-master); it has no replica yet, so nobody's writes are acknowledged. ")
+	p("After up to ttl + transition more (the partition heals), the old primary is demoted in one MULTI, as Sentinel reconfigures a returning old master (REPLICAOF the new primary, CLIENT KILL TYPE normal and pubsub): the clients that stayed reconnect, to the new primary; the episode ends once the old primary synced, and the next failover goes the other way. ")
+	p("Beyond the assumption, and not injected: two replicas where the one promoted is not one that acknowledged, and clocks of primary and replica that disagree (they share the machine's clock here).\n")
 	p("- S8 (ZooKeeper session expiry) happens whenever a ZooKeeper holder is black-holed past its session timeout (ttl + transition here).\n")
 	p("- S11 (leader churn) is the campaign itself; S12 (bad input) is covered by the stores' and the lease's unit tests and fuzzing, not here.\n")
 	var vs []Violation
@@ -195,6 +199,8 @@ func outcome(kind string) string {
 		return "only the fence: a holder that does not run is not told; its late write carries a stale token"
 	case FaultRedisSnapshot, FaultRedisAOF:
 		return "detected: a record from an earlier server life is held back for ttl + transition from the new life's start, past the cut-off holder's deadline"
+	case FaultRedisFailover:
+		return "survived: with WithWaitReplicas(1, …) a holder counts a grant or renewal only once the replica acknowledged it, so the promoted replica has every grant a holder counts on; renewals on the cut-off old primary go unacknowledged and the holder is told at its deadline"
 	case FaultFlushAll:
 		return "detected: the slot's epoch key is gone; record-less names are held back for ttl + transition"
 	case FaultClockForward:

@@ -31,7 +31,7 @@ func (l *link) serve() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(l.p.ctx, dialTimeout)
-	up, err := (&net.Dialer{}).DialContext(ctx, "tcp", l.p.target)
+	up, err := (&net.Dialer{}).DialContext(ctx, "tcp", l.p.Target())
 	cancel()
 	if err != nil {
 		l.kill(true) // the client sees a reset, as with a refused connection

@@ -26,6 +26,11 @@
 //     bytes the server sends back on a connection reset it instead of being
 //     delivered: the server applied the request and its reply was lost.
 //
+// And to move clients to another server (a failover): [Proxy.SetTarget]
+// sends new connections to another address while the open ones stay with
+// the old server; [Proxy.Reset] resets the open ones once (the client
+// reconnects, to the new target), leaving the fault in force.
+//
 // Heal ends all faults (mode and delay). A Proxy is safe for concurrent use;
 // Close stops it and waits for all of its goroutines.
 package faultproxy
@@ -54,12 +59,12 @@ const dialTimeout = 5 * time.Second
 // Proxy forwards TCP connections from Addr to a target address and injects
 // faults into them on request.
 type Proxy struct {
-	target string
 	ln     net.Listener
 	ctx    context.Context // cancelled by Close: ends dials to the target
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
+	target  string // dialled by each new connection
 	mode    mode
 	delay   time.Duration
 	changed chan struct{} // closed and replaced on every change of mode or delay
@@ -90,18 +95,47 @@ func New(target string) (*Proxy, error) {
 // Addr returns the address clients should connect to (127.0.0.1:port).
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target returns the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
-
-// Cut resets every open connection and resets new ones until Heal.
-func (p *Proxy) Cut() {
+// Target returns the address the proxy forwards new connections to.
+func (p *Proxy) Target() string {
 	p.mu.Lock()
-	p.setMode(cut)
+	defer p.mu.Unlock()
+	return p.target
+}
+
+// SetTarget makes the proxy forward the connections it connects from now
+// on to target (host:port), as a client that learnt of a failover dials
+// the new primary; the connections already connected stay with the old
+// target until they end (see Reset), and the fault in force stays. A
+// connection accepted while cut or black-holed is connected, to the
+// target of that time, once the proxy forwards again.
+func (p *Proxy) SetTarget(target string) error {
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		return fmt.Errorf("faultproxy: target %q: %w", target, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+	return nil
+}
+
+// Reset resets every open connection once (RST on both sides), leaving
+// the fault in force: the client reconnects, to the current target (see
+// SetTarget).
+func (p *Proxy) Reset() {
+	p.mu.Lock()
 	links := p.snapshot()
 	p.mu.Unlock()
 	for _, l := range links {
 		l.kill(true)
 	}
+}
+
+// Cut resets every open connection and resets new ones until Heal.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	p.setMode(cut)
+	p.mu.Unlock()
+	p.Reset() // a connection accepted meanwhile is reset as it starts
 }
 
 // Blackhole stops all traffic, keeping the sockets open, until Heal.

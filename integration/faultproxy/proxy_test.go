@@ -23,6 +23,29 @@ const short = 300 * time.Millisecond
 
 // echoServer echoes every connection until the test ends.
 func echoServer(t *testing.T) string {
+	return server(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+}
+
+// taggedServer answers each line of every connection with tag, a colon
+// and the line, until the test ends: it tells servers apart.
+func taggedServer(t *testing.T, tag string) string {
+	return server(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if _, err := c.Write([]byte(tag + ":" + line)); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// server serves every connection with serve, then closes it, until the
+// test ends.
+func server(t *testing.T, serve func(net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +67,7 @@ func echoServer(t *testing.T) string {
 			conns = append(conns, c)
 			mu.Unlock()
 			wg.Add(1)
-			go func() { defer wg.Done(); _, _ = io.Copy(c, c); _ = c.Close() }()
+			go func() { defer wg.Done(); serve(c); _ = c.Close() }()
 		}
 	}()
 	t.Cleanup(func() {
@@ -128,6 +151,17 @@ func (c *client) roundTrip(line string, d time.Duration) error {
 	return nil
 }
 
+// silent sends a line on c and checks that no answer comes within short.
+func silent(t *testing.T, c *client, line, what string) {
+	t.Helper()
+	if err := c.send(line); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.recv(short); !isTimeout(err) {
+		t.Fatalf("%s: %v, want a timeout", what, err)
+	}
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -148,6 +182,63 @@ func TestForward(t *testing.T) {
 	}
 	if n := p.Conns(); n != 1 {
 		t.Fatalf("Conns = %d", n)
+	}
+}
+
+// TestSetTarget: a failover. New connections go to the new target while
+// the open ones stay with the old server, whatever the fault in force;
+// Reset moves the open ones (they are reset, the client reconnects) and
+// leaves the fault.
+func TestSetTarget(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t, taggedServer(t, "old"))
+	answer := func(c *client, line string) string {
+		t.Helper()
+		if err := c.send(line); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.recv(time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		return got
+	}
+	stay := dial(t, p.Addr())
+	if got := answer(stay, "a"); got != "old:a" {
+		t.Fatalf("before SetTarget: %q", got)
+	}
+	if err := p.SetTarget("no port"); err == nil {
+		t.Fatal("SetTarget of an address without a port: no error")
+	}
+	newAddr := taggedServer(t, "new")
+	if err := p.SetTarget(newAddr); err != nil {
+		t.Fatal(err)
+	}
+	if p.Target() != newAddr {
+		t.Fatalf("Target = %s, want %s", p.Target(), newAddr)
+	}
+	if got := answer(stay, "b"); got != "old:b" {
+		t.Fatalf("open connection after SetTarget: %q, want the old server", got)
+	}
+	if got := answer(dial(t, p.Addr()), "c"); got != "new:c" {
+		t.Fatalf("new connection after SetTarget: %q, want the new server", got)
+	}
+	// A connection accepted in a black hole is connected once healed, to
+	// the target of that time.
+	p.Blackhole()
+	held := dial(t, p.Addr())
+	if err := held.send("d"); err != nil {
+		t.Fatal(err)
+	}
+	p.Reset() // the fault stays: no byte moves, nobody reconnects
+	if _, err := stay.recv(time.Second); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("open connection after Reset: %v, want a reset", err)
+	}
+	late := dial(t, p.Addr())
+	silent(t, late, "e", "new connection after Reset in a black hole")
+	p.Heal()
+	if got, err := late.recv(time.Second); err != nil || got != "new:e" {
+		t.Fatalf("after Heal: %q, %v; want the new server", got, err)
 	}
 }
 
@@ -179,19 +270,9 @@ func TestBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Blackhole()
-	if err := c.send("held"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.recv(short); !isTimeout(err) {
-		t.Fatalf("request through a black hole: %v, want a timeout", err)
-	}
+	silent(t, c, "held", "request through a black hole")
 	fresh := dial(t, p.Addr()) // accepted, but silent
-	if err := fresh.send("fresh"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fresh.recv(short); !isTimeout(err) {
-		t.Fatalf("new connection in a black hole: %v, want a timeout", err)
-	}
+	silent(t, fresh, "fresh", "new connection in a black hole")
 
 	p.Heal()
 	// The sockets were never closed: the held bytes arrive now.

@@ -51,6 +51,53 @@ func RedisAOF() RedisOption {
 	return func(c *redisConfig) { c.args = append(c.args, "--appendonly", "yes", "--appendfsync", "everysec") }
 }
 
+// RedisReplication readies a server from [PrivateRedis] to be a primary
+// with replicas (see [RedisServer.ReplicaOf]): a replica's full sync
+// starts at once (repl-diskless-sync-delay 0) instead of 5 s later.
+func RedisReplication() RedisOption {
+	return func(c *redisConfig) { c.args = append(c.args, "--repl-diskless-sync-delay", "0") }
+}
+
+// ReplicaOf makes a server from [PrivateRedis] a replica of the server at
+// primary (REPLICAOF host port: it drops its data set and syncs from
+// primary), and waits until the replication link is up and the sync is
+// done. A primary with clients keeps them: their writes are refused
+// (READONLY) from then on. A restart makes the server a primary again.
+func (s *RedisServer) ReplicaOf(ctx context.Context, primary string) error {
+	host, port, err := net.SplitHostPort(primary)
+	if err != nil {
+		return fmt.Errorf("testserver: %s: replica of %q: %w", s.Process, primary, err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer c.Close()
+	if err := c.ReplicaOf(ctx, host, port).Err(); err != nil {
+		return fmt.Errorf("testserver: %s: REPLICAOF %s: %w", s.Process, primary, err)
+	}
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testserver: %s: sync from %s: %w (last INFO error %v)", s.Process, primary, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Promote makes a replica from [PrivateRedis] a primary (REPLICAOF NO
+// ONE), as Sentinel does to the replica it elects: it keeps its data set
+// and accepts writes.
+func (s *RedisServer) Promote(ctx context.Context) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer c.Close()
+	if err := c.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
+		return fmt.Errorf("testserver: %s: REPLICAOF NO ONE: %w", s.Process, err)
+	}
+	return nil
+}
+
 var sharedRedis lazy[*Process]
 
 // Redis returns a Redis server for the test: the one named by

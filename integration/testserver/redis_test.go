@@ -35,6 +35,44 @@ func TestRedisShared(t *testing.T) {
 	notControllable(t, a.Process)
 }
 
+// TestPrivateRedisReplica: a replica syncs from its primary, is promoted
+// and takes writes, and the old primary becomes its replica.
+func TestPrivateRedisReplica(t *testing.T) {
+	t.Parallel()
+	a := testserver.PrivateRedis(t, testserver.RedisReplication())
+	b := testserver.PrivateRedis(t, testserver.RedisReplication())
+	ctx := ctxTimeout(t, 30*time.Second)
+	ca, cb := redisClient(t, a.Addr()), redisClient(t, b.Addr())
+	key := a.KeyPrefix() + "k"
+	if err := ca.Set(ctx, key, "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReplicaOf(ctx, a.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := cb.Get(ctx, key).Result(); err != nil || v != "before" {
+		t.Fatalf("replica's GET after the sync = %q, %v", v, err)
+	}
+	if err := cb.Set(ctx, key, "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		t.Fatalf("SET on the replica: %v, want READONLY", err)
+	}
+	if err := b.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.Set(ctx, key, "after", 0).Err(); err != nil {
+		t.Fatalf("SET on the promoted replica: %v", err)
+	}
+	if err := a.ReplicaOf(ctx, b.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ca.Get(ctx, key).Result(); err != nil || v != "after" {
+		t.Fatalf("the old primary's GET after it synced from the new one = %q, %v", v, err)
+	}
+	if err := a.ReplicaOf(ctx, "nowhere"); err == nil {
+		t.Fatal("ReplicaOf an address without a port: no error")
+	}
+}
+
 func TestPrivateRedisFaults(t *testing.T) {
 	t.Parallel()
 	srv := testserver.PrivateRedis(t)
