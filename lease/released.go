@@ -50,6 +50,22 @@ type releasedToken struct {
 // noteReleased records that token of name was released; waited says the
 // grant came after a lost attempt.
 func (m *Manager) noteReleased(name string, token uint64, waited bool) {
+	m.noteToken(name, token, func(e *releasedToken) { e.contended = waited })
+}
+
+// noteGivenUp records that this Manager gave up token of name: it asked
+// the store to release it (whatever the outcome), or left it to lapse.
+// Every such grant, not only those a holder released, must never come
+// back under its token: a lost lease's grant that a later call of ours
+// extended, or that outlived its deadline on a server whose clock stepped
+// back, did (make chaos on SQLite).
+func (m *Manager) noteGivenUp(name string, token uint64) {
+	m.noteToken(name, token, func(*releasedToken) {})
+}
+
+// noteToken raises the entry of name to token, restarts its refusal
+// window, and lets set adjust it.
+func (m *Manager) noteToken(name string, token uint64, set func(*releasedToken)) {
 	h := maphash.String(m.seed, name)
 	sh := &m.shards[h%slotShards]
 	until := m.cfg.clock.Now().Add(m.cfg.ttl + m.cfg.transition)
@@ -57,11 +73,14 @@ func (m *Manager) noteReleased(name string, token uint64, waited bool) {
 	defer sh.mu.Unlock()
 	for i := range sh.released {
 		if e := &sh.released[i]; e.hash == h {
-			e.token, e.until, e.contended = max(e.token, token), until, waited
+			e.token, e.until = max(e.token, token), until
+			set(e)
 			return
 		}
 	}
-	sh.released[sh.nextReleased] = releasedToken{h, token, until, waited}
+	e := &sh.released[sh.nextReleased]
+	*e = releasedToken{hash: h, token: token, until: until}
+	set(e)
 	sh.nextReleased = (sh.nextReleased + 1) % releasedWays
 }
 

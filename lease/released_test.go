@@ -152,3 +152,36 @@ func TestReleasedGrantKeptAliveByRetries(t *testing.T) {
 		}
 	})
 }
+
+// TestLostGrantNeverComesBack: a lease lost at its deadline is given back
+// to the store; when the store forgot that, and its clock stepped back
+// (the grant lives on past every local window), the grant must still not
+// come back under its token. It did (make chaos on SQLite, with the
+// server's clock stepped back by more than the margin).
+func TestLostGrantNeverComesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &forgetfulStore{Store: memstore.New()}
+		m := newMgr(t, st, "a")
+		l1 := mustAcquire(t, m, "job")
+		st.forget.Store(true)
+		st.SetFault(func(op memstore.Op, _, _ string) memstore.Fault {
+			if op == memstore.OpRenew || op == memstore.OpRenewMany {
+				return memstore.FaultFail
+			}
+			return memstore.FaultNone
+		})
+		<-l1.Done()
+		synctest.Wait() // the slot gives the lost grant back, and the store forgets it
+		st.SetFault(nil)
+		st.forget.Store(false)
+		st.StepClock(-4 * (tTTL + tTransition))
+		time.Sleep(2 * (tTTL + tTransition))
+		l2 := mustAcquire(t, m, "job")
+		if l2.Token() <= l1.Token() {
+			t.Fatalf("after losing token %d the Manager was granted token %d again", l1.Token(), l2.Token())
+		}
+		if err := l2.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
