@@ -128,7 +128,7 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 		}
 		return s.waitInLine(kind) // the worker subscribes and tries again at once
 	}
-	if m.wasReleased(s.name, rec.Token) {
+	if m.wasReleased(s.name, rec.Token, sent) {
 		// A grant of ours this Manager released, which the store forgot
 		// (released.go): a worker gives it back and tries again.
 		s.mu.Lock()

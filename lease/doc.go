@@ -157,8 +157,13 @@
 // the store still has it, it is given back and a new grant taken. So is a
 // grant it released that the store forgot it released (a Redis replica
 // promoted before the release reached it, a restart from an older
-// snapshot), for ttl + transition after the release, the longest such a
-// grant can live on.
+// snapshot, a call delayed in the network that reached the store after
+// the release, or a server clock that stepped back and kept a given-up
+// grant alive): the newest token the Manager released or gave up of each
+// name is refused whenever it comes back, an older one for ttl +
+// transition after that (the Manager remembers the names it released
+// last, 8 in each of 32 shards by name; a name it forgot is protected by
+// the store alone).
 //
 // Callbacks are ordered. OnReleased follows its OnAcquired and never runs
 // concurrently with it; no callback runs under a lock of this package.

@@ -69,6 +69,9 @@ func (s *slot) releaseHeld(ctx context.Context, l *Lease) error {
 // effort.
 func (s *slot) release(ctx context.Context, token uint64) error {
 	m := s.m
+	if token != 0 {
+		m.noteGivenUp(s.name, token)
+	}
 	err := m.call(ctx, opRelease, func(ctx context.Context) error {
 		return m.store.Release(ctx, s.name, m.cfg.id, token)
 	})

@@ -71,6 +71,7 @@ func (m *Manager) abandonedLocked(name string) time.Duration {
 // slot of name must give it up instead of handing it out. The record ends
 // once the grant has surely lapsed on the server.
 func (m *Manager) keepRefusing(name string, token uint64) {
+	m.noteGivenUp(name, token)
 	m.rmu.Lock()
 	defer m.rmu.Unlock()
 	m.unreleased[name] = unreleasedGrant{token, m.cfg.clock.Now().Add(m.cfg.ttl + m.cfg.transition)}

@@ -135,7 +135,7 @@ func (s *slot) attempt(ctx context.Context, events *<-chan Event, deaf bool) boo
 	}
 	waited := p.queued
 	p.queued = false
-	if stale := rec.Token != p.lostToken; !stale || m.wasReleased(s.name, rec.Token) {
+	if stale := rec.Token != p.lostToken; !stale || m.wasReleased(s.name, rec.Token, sent) {
 		// Our own grant that we already declared lost, could not release
 		// or released (and the store forgot it: released.go): the holder
 		// was told, so it must not come back under the same token. Give it
