@@ -75,7 +75,12 @@ func (d dialect) open(t testing.TB, dsn string) *sql.DB {
 	if err != nil {
 		t.Fatalf("sql.Open(%s): %v", d.driver, err)
 	}
+	// As the README asks: idle connections up to the pool's size, so that
+	// a burst of calls does not close connections that the next burst
+	// opens again (a connection opened on a loaded machine can take longer
+	// than a call's timeout).
 	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
