@@ -51,7 +51,7 @@ type keyState struct {
 	n     *node         // the contender's node; nil: none known
 	doubt bool          // a create of unknown outcome may have left a node
 	subs  int           // live Watch subscriptions
-	kick  chan struct{} // closed (and replaced) when n changes
+	kick  chan struct{} // closed (and dropped) when n changes; nil: none asked for (see snapshot)
 }
 
 // node is a contender's node of this Store's session.
