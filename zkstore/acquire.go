@@ -258,13 +258,13 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 }
 
 // createListed creates k's node and lists the queue (and watches it, with
-// watch set: see watchQueueNow). When
-// the lock's znode was there lately, the listing goes out right behind
-// the create, as soon as the create's request was written: the server
-// runs a session's requests in order, so both take one round trip. The
-// listing is used only if it shows the new node, and so every node
-// created before it (that one alone makes the first-in-line check
-// safe); else the queue is listed again after the create.
+// watch set: see watchQueueNow). When the lock's znode was there lately,
+// the listing goes out right behind the create, as soon as the create's
+// request was written: the server runs a session's requests in order, so
+// both take one round trip. The listing is used only if it shows the new
+// node, and so every node created before it (that one alone makes the
+// first-in-line check safe); else the queue is listed again after the
+// create.
 func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, watch bool) (*node, queue, <-chan zk.Event, error) {
 	if !s.knownDir(dir) {
 		if n, err := s.create(ctx, dir, k, g, start); err != nil || n == nil {
