@@ -99,6 +99,13 @@ func Run(ctx context.Context, s Servers, targets []Target, o Options) []Table {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	for _, t := range targets {
+		if t.Warm != nil {
+			start := time.Now()
+			err := t.Warm(ctx)
+			logf("warm %-24s %6.1fs  %v", t.ID(), time.Since(start).Seconds(), err)
+		}
+	}
 	var tables []Table
 	for _, sc := range scenarios() {
 		if o.Scenarios != "" && !strings.Contains(o.Scenarios, sc.letter) {

@@ -56,6 +56,13 @@ type Target struct {
 	// with the connection (advisory locks, GET_LOCK).
 	Takeover time.Duration
 
+	// Warm, where not nil, readies the server before any scenario runs
+	// (once per run, whichever target of the server comes first), so that
+	// the first target measured does not pay for a cold server, such as a
+	// JVM that compiles its hot paths in the first seconds of load.
+	// Holder processes and tests skip it.
+	Warm func(ctx context.Context) error
+
 	// Settle is how long work that ended may take to show in Ops: the
 	// waiter-load and renewal scenarios wait that long before their first
 	// count, so that the set-up's work (queueing the waiters, taking the

@@ -60,6 +60,38 @@ func TestZKRecipe(t *testing.T) {
 	checkTarget(t, zkTarget(t, "zk lock recipe"), 5*time.Second)
 }
 
+// TestZKWarm: the warm-up exercises the server once per run, whichever
+// ZooKeeper target asks first; the other's Warm sends nothing.
+func TestZKWarm(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	s := Servers{ZooKeeper: strings.Join(srv.Servers(), ","), KeyPrefix: "bench-test" + srv.Root() + ":"}
+	ts := zkTargets(s)
+	ctx := t.Context()
+	ops := func() int64 {
+		t.Helper()
+		n, err := ts[0].Ops(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := ops()
+	if err := ts[0].Warm(ctx); err != nil {
+		t.Fatalf("Warm: %v", err)
+	}
+	warmed := ops()
+	if err := ts[1].Warm(ctx); err != nil {
+		t.Fatalf("second Warm: %v", err)
+	}
+	after := ops()
+	if d := warmed - before; d < 1000 {
+		t.Errorf("the warm-up sent %d requests, want thousands", d)
+	}
+	if d := after - warmed; d > 10 {
+		t.Errorf("the second target's Warm sent %d requests, want none (the server is warm)", d)
+	}
+}
+
 func TestZKOps(t *testing.T) {
 	checkOpsOwn(t, zkTarget(t, "simba").Ops)
 }

@@ -106,15 +106,24 @@
 // creating the lock's znode) in one round trip once the Store knows the
 // lock's znode (the listing goes out right behind the create, which the
 // server runs first), Renew none (a listing after the queue
-// changed, to notice a node deleted by hand), Release 1 (delete), the
-// Acquire of a waiter whose turn came none (its subscription saw the turn
-// come), a poll 1 (list) by the next in line and none by waiters further
-// back, Get 3 (sync, list, read). A hand-off costs 2: the delete, and one
-// listing by the next waiter, after its turn when the node ahead of it
-// owned the lock (the watch's event says enough), before it otherwise.
-// Queueing costs 3 or 4 (create, list, read and watch the owner and the
-// node ahead). Holding and waiting cost the server nothing beyond the
+// changed, to notice a node deleted by hand, and the first time when the
+// queue is not watched yet), Release 1 (delete), the Acquire of a waiter
+// whose turn came none (its subscription saw the turn come), a poll 1
+// (list) by the next in line and none by waiters further back, Get 3
+// (sync, list, read). A hand-off costs 1, the delete, when the next
+// waiter watched the owner itself (the watch's event says its node is
+// first now), and 2 otherwise (the delete, and its listing). Queueing
+// costs 3 or 4 (create, list, read and watch the owner and the node
+// ahead). Holding and waiting cost the server nothing beyond the
 // session's heartbeats.
+//
+// The listing of an Acquire watches the queue for the grant's renewals at
+// no cost, but the holder's own Release then fires the watch, and the
+// server sends the event ahead of the delete's reply: a lock whose last
+// grant here ended before any renewal (a lock taken and released in a
+// loop) is left unwatched, and the first renewal of its next grant, if
+// one comes, lists and watches it. An uncontended cycle then costs what
+// go-zookeeper's lock recipe costs: three requests and three replies.
 //
 // # Caveats
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/simba-go/simba/lease"
@@ -24,6 +25,7 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 		switch {
 		case err == nil:
 			s.forget(k, n.path)
+			s.endedHold(path.Dir(n.path), n.renewed)
 			return nil
 		case !gone(err):
 			s.retireLater(k, *n)

@@ -58,7 +58,7 @@ func (s *Store) renew(ctx context.Context, r lease.RenewRequest) (lease.Record, 
 		if left <= 0 {
 			return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", r.Name, noSession(st))
 		}
-		if there, err := s.recheck(ctx, k, n); err != nil {
+		if there, err := s.recheck(ctx, k, n, true); err != nil {
 			return lease.Record{}, fmt.Errorf("zkstore: renew %q: %w", r.Name, err)
 		} else if !there {
 			why = "the node was deleted"
@@ -66,6 +66,7 @@ func (s *Store) renew(ctx context.Context, r lease.RenewRequest) (lease.Record, 
 		}
 		end := start.Add(r.TTL + r.Transition)
 		if s.update(k, n.path, func(x *node) {
+			x.renewed = true
 			if x.due.Before(end) {
 				x.due = end
 			}
@@ -84,12 +85,16 @@ func (s *Store) renew(ctx context.Context, r lease.RenewRequest) (lease.Record, 
 
 // recheck lists the queue of k's node n again (and watches it) when the
 // queue changed since n was found first in line (a waiter came or left,
-// or someone deleted n behind the Store's back), and reports whether n is
-// still there. Renewals of an unchanged queue send no request.
-func (s *Store) recheck(ctx context.Context, k nodeKey, n *node) (bool, error) {
-	if !n.queueStale {
+// or someone deleted n behind the Store's back), or for a renewal when the
+// queue is not watched yet (see watchQueueNow), and reports whether n is
+// still there. Renewals of an unchanged, watched queue send no request;
+// an Acquire of a node found first in line sends none for an unwatched
+// queue either (the node was there when it was found; the first renewal
+// looks).
+func (s *Store) recheck(ctx context.Context, k nodeKey, n *node, renewal bool) (bool, error) {
+	if !n.queueStale && (n.queueWatch != nil || !renewal) {
 		select {
-		case <-n.queueWatch: // a nil channel never fires
+		case <-n.queueWatch: // nil, unwatched: never fires (an Acquire trusts it)
 			s.update(k, n.path, func(x *node) { x.queueStale = true })
 		default:
 			return true, nil

@@ -16,7 +16,7 @@ const (
 func (s *Store) stateLocked(k nodeKey) *keyState {
 	ks := s.keys[k]
 	if ks == nil {
-		ks = &keyState{kick: make(chan struct{})}
+		ks = &keyState{}
 		s.keys[k] = ks
 	}
 	return ks
@@ -29,10 +29,14 @@ func (s *Store) tidyLocked(k nodeKey) {
 	}
 }
 
-// kickLocked wakes k's subscriptions; call with mu held.
+// kickLocked wakes k's subscriptions; call with mu held. Only they wait
+// on the channel (see snapshot), which is made when one asks: a lock taken
+// and released without a subscription makes none.
 func (ks *keyState) kickLocked() {
-	close(ks.kick)
-	ks.kick = make(chan struct{})
+	if ks.kick != nil {
+		close(ks.kick)
+		ks.kick = nil
+	}
 }
 
 // current returns a copy of k's node when it is a node of the current
@@ -177,6 +181,9 @@ func (s *Store) snapshot(k nodeKey) (*node, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ks := s.stateLocked(k)
+	if ks.kick == nil {
+		ks.kick = make(chan struct{})
+	}
 	if ks.n == nil || ks.n.dead {
 		return nil, ks.kick
 	}

@@ -27,6 +27,10 @@ type Store struct {
 	keys map[nodeKey]*keyState
 	dog  dogState
 	dirs map[string]struct{} // lock znodes a create went into lately (guarded by mu)
+	// brief holds the lock znodes whose last grant by this Store ended
+	// before any renewal, guarded by mu: the next Acquire of such a lock
+	// leaves its queue unwatched (see watchQueueNow).
+	brief map[string]struct{}
 	// retiring holds the paths of the nodes this Store is deleting in the
 	// background (retireLater), guarded by mu: an Acquire never adopts one.
 	retiring map[string]struct{}
@@ -47,7 +51,7 @@ type keyState struct {
 	n     *node         // the contender's node; nil: none known
 	doubt bool          // a create of unknown outcome may have left a node
 	subs  int           // live Watch subscriptions
-	kick  chan struct{} // closed (and replaced) when n changes
+	kick  chan struct{} // closed (and dropped) when n changes; nil: none asked for (see snapshot)
 }
 
 // node is a contender's node of this Store's session.
@@ -65,9 +69,11 @@ type node struct {
 
 	// Of a node first in line: a watch on the queue, set by the listing
 	// that found it first. When it fires, the next renewal lists the
-	// queue again, to notice a node deleted behind the Store's back.
+	// queue again, to notice a node deleted behind the Store's back; with
+	// none, the first renewal lists and watches it.
 	queueWatch <-chan zk.Event
 	queueStale bool
+	renewed    bool // a Renew came for its grant
 
 	// Of a waiting node, from the last look at the queue:
 	looked bool            // an Acquire (or a subscription) looked since it was made
@@ -147,7 +153,7 @@ func New(sess *Session, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{sess: sess, root: c.root, acl: c.acl, keys: map[nodeKey]*keyState{}, dirs: map[string]struct{}{}}, nil
+	return &Store{sess: sess, root: c.root, acl: c.acl, keys: map[nodeKey]*keyState{}, dirs: map[string]struct{}{}, brief: map[string]struct{}{}}, nil
 }
 
 // MaxGrant returns the longest ttl + transition the Store honours now: the

@@ -81,9 +81,6 @@ func (s *Store) follow(ctx context.Context, k nodeKey, out chan<- lease.Event) {
 			if !n.told {
 				send(out, k.mutex)
 				s.update(k, n.path, func(x *node) { x.told = true })
-				if n.queueWatch == nil && !n.queueStale {
-					s.watchQueue(context.WithoutCancel(ctx), k, n) // best effort, after the Manager was told
-				}
 			}
 			if !pause(ctx, kick, st.changed, nil) {
 				return
@@ -157,9 +154,11 @@ func waitWatch(ctx context.Context, w <-chan zk.Event, kick, changed <-chan stru
 // refresh looks at k's queue for a subscription: it marks the node first
 // in line (which starts its hand-off window: the watchdog deletes it
 // unless an Acquire comes within its ttl + transition), or watches the
-// node ahead.
+// node ahead. The listing watches the queue as an Acquire's does (see
+// watchQueueNow).
 func (s *Store) refresh(ctx context.Context, k nodeKey, n *node) error {
-	q, qw, err := s.listW(ctx, path.Dir(n.path), true)
+	dir := path.Dir(n.path)
+	q, qw, err := s.listW(ctx, dir, s.watchQueueNow(dir))
 	if err != nil {
 		return err
 	}
@@ -210,24 +209,6 @@ func (s *Store) turn(k nodeKey, n *node) {
 		}
 	})
 	s.watchdogAt(window)
-}
-
-// watchQueue watches the queue of k's node n, first in line, so that a
-// renewal notices n deleted behind the Store's back; it forgets n when it
-// is gone already.
-func (s *Store) watchQueue(ctx context.Context, k nodeKey, n *node) {
-	q, w, err := s.listW(ctx, path.Dir(n.path), true)
-	switch {
-	case err != nil:
-	case !q.has(path.Base(n.path)):
-		s.forget(k, n.path)
-	default:
-		s.update(k, n.path, func(x *node) {
-			if x.queueWatch == nil {
-				x.queueWatch = w
-			}
-		})
-	}
 }
 
 // observe sends an event whenever the first node of the lock's queue

@@ -84,15 +84,10 @@ func (c *loggedConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// TestAcquireOneRoundTrip (issue 19): once a lock's znode is known, an
-// uncontended Acquire sends its listing right behind its create, before
-// the create's reply comes: both take one round trip. Every frame is
-// held 30 ms by a proxy, so the reply cannot come before the listing is
-// on its way unless the listing waited for it.
-func TestAcquireOneRoundTrip(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	p, addrs := proxied(t, srv.Servers()[:1])
-	log := &wireLog{}
+// loggedSession opens a Session whose frames go to log, and closes it
+// when the test ends.
+func loggedSession(t *testing.T, servers []string, log *wireLog) *zkstore.Session {
+	t.Helper()
 	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(network, addr, timeout)
 		if err != nil {
@@ -102,13 +97,27 @@ func TestAcquireOneRoundTrip(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	sess, err := zkstore.Connect(ctx, addrs, tckSession, zkstore.WithDialer(dial),
+	sess, err := zkstore.Connect(ctx, servers, tckSession, zkstore.WithDialer(dial),
 		zkstore.WithConnOptions(zk.WithLogInfo(false), zk.WithLogger(quiet{})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sess.Close()
-	s := newStore(t, sess, srv.Root())
+	t.Cleanup(sess.Close)
+	return sess
+}
+
+// TestAcquireOneRoundTrip (issue 19): once a lock's znode is known, an
+// uncontended Acquire sends its listing right behind its create, before
+// the create's reply comes: both take one round trip. Every frame is
+// held 30 ms by a proxy, so the reply cannot come before the listing is
+// on its way unless the listing waited for it.
+func TestAcquireOneRoundTrip(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	p, addrs := proxied(t, srv.Servers()[:1])
+	log := &wireLog{}
+	s := newStore(t, loggedSession(t, addrs, log), srv.Root())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
 	const name = "pipeline/one"
 	rec, err := s.Acquire(ctx, name, "a", 2*time.Second, time.Second) // makes the lock's znode
 	if err != nil || !rec.Held("a") {
