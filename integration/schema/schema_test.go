@@ -165,7 +165,11 @@ func TestSQLiteConcurrentMigrate(t *testing.T) {
 // must wait for the lock instead of failing.
 func TestSQLiteMigrateWaitsForWALSwitch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "simba.db")
-	blocker, err := sql.Open("sqlite", "file:"+path) // rollback journal: not WAL yet
+	// Rollback journal: not WAL yet. Its COMMIT needs the file to itself
+	// and waits, up to its busy timeout, while the migrator reads (without
+	// one, a CI run beside make test failed on it: 'database is locked (5)
+	// (SQLITE_BUSY)' from the COMMIT).
+	blocker, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
