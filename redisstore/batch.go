@@ -240,7 +240,7 @@ func (b *renewBatch) calls(idx []int) []renewCall {
 		}
 		c := &calls[n]
 		c.idx = append(c.idx, i)
-		c.keys = append(c.keys, s.keysOf(r.Name)[0])
+		c.keys = append(c.keys, s.recordKey(r.Name))
 		c.args = append(c.args, r.Contender, strconv.FormatUint(r.Token, 10), ms(r.TTL), ms(r.Transition))
 	}
 	return calls

@@ -17,13 +17,19 @@
 // # How it works
 //
 // Acquire, release and get are each one Lua script (acquire.lua,
-// release.lua, get.lua, embedded), run atomically, every key passed in
-// KEYS. Acquire and release begin with a fast path for a lock nobody
-// waits for or observes (acquirefast.lua, releasefast.lua): it reads the
-// record with one pattern match and returns before the shared helpers
-// are made, a few µs of the server's time instead of tens. The keys of one lock share one hash tag, the base64url encoding of
-// its name, so they live in one cluster slot and any name (braces, colons,
-// spaces, any UTF-8) works without collisions. A lock has one record key
+// release.lua, get.lua, embedded), run atomically. A script gets the
+// lock's record key alone (acquire also the epoch key of its slot) and
+// names the lock's other keys from it, which share its hash tag; the
+// Store's constants (hand-off window, publish command, retention) are part
+// of its acquire and release texts, so a call sends only the contender,
+// the durations or the token. Acquire and release begin with a fast path
+// for a lock nobody waits for or observes (acquirefast.lua,
+// releasefast.lua): one pattern match accepts only a record without
+// flags or hold, and the path returns before the shared helpers are made,
+// a few µs of the server's time instead of tens. The keys of one lock
+// share one hash tag, the base64url encoding of its name, so they live in
+// one cluster slot and any name (braces, colons, spaces, any UTF-8) works
+// without collisions. A lock has one record key
 // (its last token, owner, transition, queue and hold flags, in one string)
 // and, while held, a grant key named by the grant's token and owner, which
 // expires at the grant's transition end. See keys.go for the layout under
@@ -200,6 +206,12 @@
 // SCRIPT LOAD), INFO, TIME (in scripts), PEXPIRE, WAIT with
 // [WithWaitReplicas], (S)PUBLISH and (S)SUBSCRIBE on the channels, and the
 // keys under the prefix; a refusal is [lease.ErrStoreSetup].
+//
+// Stores of different configurations or versions of this layout may share
+// locks, during a rolling upgrade too: scripts whose constants were
+// arguments and which were given every key of a lock, and those that name
+// the keys from the record key, read and write the same keys, records and
+// messages; each Store runs its own scripts, under their own SHAs.
 //
 // This layout (a string record and grant keys) replaced the hash of
 // earlier versions: stop every process of an earlier version before
