@@ -75,6 +75,7 @@ if l > 0 then
     return {c, r.tok, ttl, span}
   end
   if not now then now, now_us = clock() end
+  watched(r, KEYS[1], l)
   if enqueue(r, c, now, now_us, span) then dirty = true end
   if dirty then rewrite(r) end
   if r.owner == c then return {'', '0', 0, math.max(l, r.hu - now)} end

@@ -276,7 +276,7 @@ func (b *renewBatch) decode(c renewCall, sent time.Time, unacked bool, clock tim
 		case unacked:
 			b.results[i].Err = b.notReplicated(r.Name)
 		default:
-			s.grants.put(id, ms(r.Transition), sent, s.cfg.keep)
+			s.grants.put(id, ms(r.Transition), sent, s.cfg.keep, false)
 			b.results[i].Record = rec
 		}
 	}

@@ -89,6 +89,9 @@ func TestRecordKey(t *testing.T) {
 			if got := s.epochOf(rk); got != any(epoch) {
 				t.Errorf("epochOf(%q) = %q, want %q", rk, got, epoch)
 			}
+			if got, want := s.grantKey(name, 1795463917316923, "c:1"), base+":g:1795463917316923:c:1"; got != want {
+				t.Errorf("grantKey(%q) = %q, want %q", name, got, want)
+			}
 		}
 	}
 }

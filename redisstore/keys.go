@@ -40,21 +40,41 @@ func (s *Store) recordKey(name string) string {
 		return s.tagged(name) + ":r"
 	}
 	var b strings.Builder
-	tag := base64.RawURLEncoding.EncodedLen(len(name))
-	b.Grow(len(s.cfg.prefix) + tag + len("{}:r"))
+	b.Grow(len(s.cfg.prefix) + base64.RawURLEncoding.EncodedLen(len(name)) + len("{}:r"))
+	s.writeTagged(&b, name)
+	b.WriteString(":r")
+	return b.String()
+}
+
+// writeTagged writes the prefix and hash tag of lock, a valid name, to b
+// without allocating.
+func (s *Store) writeTagged(b *strings.Builder, name string) {
 	b.WriteString(s.cfg.prefix)
 	b.WriteByte('{')
 	var src [lease.MaxNameLength]byte
 	var enc [(lease.MaxNameLength*4 + 2) / 3]byte
+	tag := base64.RawURLEncoding.EncodedLen(len(name))
 	base64.RawURLEncoding.Encode(enc[:tag], src[:copy(src[:], name)])
 	b.Write(enc[:tag])
-	b.WriteString("}:r")
-	return b.String()
+	b.WriteByte('}')
 }
 
-// grantKey names the grant with token of owner on lock.
+// grantKey names the grant with token of owner on lock, in one
+// allocation (a release's GETDEL names it).
 func (s *Store) grantKey(name string, token uint64, owner string) string {
-	return s.tagged(name) + ":g:" + strconv.FormatUint(token, 10) + ":" + owner
+	if len(name) > lease.MaxNameLength { // never for a valid name
+		return s.tagged(name) + ":g:" + strconv.FormatUint(token, 10) + ":" + owner
+	}
+	var num [20]byte
+	tok := strconv.AppendUint(num[:0], token, 10)
+	var b strings.Builder
+	b.Grow(len(s.cfg.prefix) + base64.RawURLEncoding.EncodedLen(len(name)) + len("{}:g::") + len(tok) + len(owner))
+	s.writeTagged(&b, name)
+	b.WriteString(":g:")
+	b.Write(tok)
+	b.WriteByte(':')
+	b.WriteString(owner)
+	return b.String()
 }
 
 // tagged returns the prefix and hash tag of lock.

@@ -9,7 +9,8 @@
 --   QEKEY        <base>:qe qexp     hash contender -> "expiresAt ms:span ms"
 --   CHANNEL      <base>:ev the pub/sub channel
 --   <base>:g:<token>:<owner>  the live grant, named by its token and owner;
---                             PX = the grant's end
+--                             PX = the grant's end; a string, or a hash
+--                             once a waiter or an observer came (watched)
 -- acquire.lua and release.lua run with the Store's constants before them:
 -- WIN (the hand-off window, ms), PUB (PUBLISH, or SPUBLISH on Redis
 -- Cluster) and KEEP (the retention, ms); see consts in scripts.go.
@@ -100,6 +101,20 @@ local function left(r, rkey)
   if l == -1 then bad(rkey, 'grant without expiry') end
   if l < 0 then return 0 end
   return l
+end
+
+-- watched makes the live grant of r, of l ms left, a hash (keeping its
+-- expiry) once a waiter or an observer comes: its holder's Store releases
+-- a grant its acquire's fast path made by one GETDEL of the grant key
+-- (ops.go), which then fails with WRONGTYPE, and runs the release script,
+-- which wakes them. The value of a grant key is never read.
+local function watched(r, rkey, l)
+  if l <= 0 then return end
+  local g = gkeyOf(rkey, r.tok, r.owner)
+  if redis.call('TYPE', g).ok ~= 'string' then return end
+  redis.call('DEL', g)
+  redis.call('HSET', g, 'w', '1')
+  redis.call('PEXPIRE', g, int(l))
 end
 
 local function dequeue(c)

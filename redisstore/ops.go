@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,7 +36,8 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
 	if rec.Held(contender) {
-		s.grants.put(grantID(name, contender, rec.Token), trMS, sent, s.cfg.keep)
+		_, plain := v.(string) // the fast path's reply: its token
+		s.grants.put(grantID(name, contender, rec.Token), trMS, sent, s.cfg.keep, plain)
 		if s.cfg.waitN > 0 && acks < int64(s.cfg.waitN) {
 			return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w: %d of %d replicas in %v",
 				name, ErrNotReplicated, acks, s.cfg.waitN, s.cfg.waitTimeout)
@@ -68,7 +70,7 @@ func (s *Store) runAcquire(ctx context.Context, rk string, a []any) (any, int64,
 		if s.cfg.waitN > 0 {
 			v, acks, err = s.evalAndWait(ctx, c, a)
 		} else {
-			v, err = s.call(ctx, a)
+			v, err = s.call(ctx, a, 3)
 		}
 		if !isNoScript(err) {
 			return v, acks, scriptErr(err)
@@ -128,8 +130,19 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 	if err := checkNameContender(name, contender); err != nil {
 		return fmt.Errorf("redisstore: release %q: %w", name, err)
 	}
-	if token != 0 {
-		s.grants.drop(grantID(name, contender, token))
+	if token != 0 && s.grants.drop(grantID(name, contender, token)) {
+		// A grant of the fast path: nobody waited for or observed the
+		// lock then, and while nobody does its key stays a string, which
+		// one GETDEL ends. A waiter or an observer made it a hash
+		// (WRONGTYPE, nothing done), and a grant already gone (nil) may
+		// leave the caller queued: the script then decides.
+		_, err := s.call(ctx, []any{"getdel", s.grantKey(name, token, contender)}, 1)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return fmt.Errorf("redisstore: release %q: %w", name, scriptErr(err))
+		}
 	}
 	v, err := s.run(ctx, &s.release, []any{"evalsha", s.release.sha, 1, s.recordKey(name),
 		s.contenders.get(contender), token})

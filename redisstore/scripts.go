@@ -76,13 +76,13 @@ func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// call runs the script call a on the Store's client (through the
-// coalescer where the Store has one): a is the whole command, "evalsha",
-// the SHA, the number of keys, the keys (the first routes the call), then
-// the arguments.
-func (s *Store) call(ctx context.Context, a []any) (any, error) {
+// call runs the command a on the Store's client (through the coalescer
+// where the Store has one); a[keyPos] routes it. A script call is
+// "evalsha", the SHA, the number of keys, the keys, then the arguments
+// (keyPos 3).
+func (s *Store) call(ctx context.Context, a []any, keyPos int8) (any, error) {
 	cmd := redis.NewCmd(ctx, a...)
-	cmd.SetFirstKeyPos(3)
+	cmd.SetFirstKeyPos(keyPos)
 	var err error
 	if s.q != nil {
 		err = s.q.do(ctx, cmd)
@@ -98,7 +98,7 @@ func (s *Store) call(ctx context.Context, a []any) (any, error) {
 // run runs sc by the EVALSHA a (see call, a[1] sc's SHA), and by EVAL
 // when the server does not know it.
 func (s *Store) run(ctx context.Context, sc *script, a []any) (any, error) {
-	v, err := s.call(ctx, a)
+	v, err := s.call(ctx, a, 3)
 	if isNoScript(err) {
 		cmd := redis.NewCmd(ctx, append([]any{"eval", sc.text}, a[2:]...)...)
 		cmd.SetFirstKeyPos(3)
