@@ -1,12 +1,13 @@
--- acquire.lua: ARGV = contender, ttl ms, transition ms, hand-off window ms,
--- publish command, retention ms. KEYS[5] is the epoch key of the slot.
--- The Store prepends LIFE (the server life it loaded this text into),
--- START (the latest instant that life can have begun, server ms) and GUARD
--- (whether to hold mutexes back after a possible loss of data).
+-- acquire.lua: KEYS = the record key, the epoch key of its slot; ARGV =
+-- contender, ttl ms, transition ms. The Store prepends LIFE (the server
+-- life it loaded this text into), START (the latest instant that life can
+-- have begun, server ms), GUARD (whether to hold mutexes back after a
+-- possible loss of data), FAST (acquirefast.lua's pattern) and its
+-- constants WIN, PUB and KEEP (see lib.lua).
 -- Returns {owner, token, ttl ms, transition ms}; owner "" when not granted
 -- (acquirefast.lua returns only the token of its grants: decodeAcquire).
 local c, ttl, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local win, cmd, keep = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local win, cmd, keep = WIN, PUB, KEEP
 local span = ttl + tr
 
 -- flushed returns until when a mutex without a record is held back for
@@ -14,7 +15,7 @@ local span = ttl + tr
 -- epoch key of the slot, which has no expiry, is gone only after one of
 -- them (or when never written); INFO runs only then, once per slot.
 local function flushed(now)
-  local e = redis.call('GET', KEYS[5])
+  local e = redis.call('GET', KEYS[2])
   if not e then
     local info = redis.call('INFO', 'commandstats')
     local n = 0
@@ -23,10 +24,10 @@ local function flushed(now)
     end
     e = '0'
     if n > 0 then e = int(now + span) end
-    redis.call('SET', KEYS[5], e)
+    redis.call('SET', KEYS[2], e)
   end
   local h = tonumber(e)
-  if not h then bad(KEYS[5], 'epoch') end
+  if not h then bad(KEYS[2], 'epoch') end
   if h > now then return h end
   return 0
 end
@@ -74,6 +75,7 @@ if l > 0 then
     return {c, r.tok, ttl, span}
   end
   if not now then now, now_us = clock() end
+  watched(r, KEYS[1], l)
   if enqueue(r, c, now, now_us, span) then dirty = true end
   if dirty then rewrite(r) end
   if r.owner == c then return {'', '0', 0, math.max(l, r.hu - now)} end
@@ -97,7 +99,7 @@ local tok = r.n + 1
 r.n, r.tok, r.owner, r.x, r.hc, r.hu = tok, int(tok), c, tr, '', 0
 if queued then
   dequeue(c)
-  if redis.call('EXISTS', KEYS[2]) == 0 then r.q = false end
+  if redis.call('EXISTS', QKEY) == 0 then r.q = false end
 end
 redis.call('SET', gkey(r.tok, c), '1', 'PX', int(span))
 if queued or r.o then publish(r, cmd, 'g\0' .. r.tok .. '\0' .. c) end

@@ -1,10 +1,13 @@
 -- acquirefast.lua: the fast path of acquire.lua, run before lib.lua's
 -- helpers are made (making them costs more than this path's work). A
--- mutex whose record this life of the server wrote, with no queue, no
--- observer, no hold and no live grant, or a mutex without a record that
+-- mutex whose record this life of the server wrote, with no flag (queue,
+-- observer), no hold and no live grant, or a mutex without a record that
 -- nothing holds back, gets its new grant here; anything else, a record
 -- that does not parse included, goes on to the full script, which
--- decides it as it always did.
+-- decides it as it always did. FAST (made with LIFE, see life.go) matches
+-- only a record of this life whose flags, hold end and reserved waiter
+-- are empty, 0 and empty, so the pattern itself sorts records out and
+-- captures only the counter, the last token and its owner.
 -- A grant here returns only its token (a string; the caller knows the
 -- rest), which costs the server less than the full script's array, and
 -- the record is one concatenation, without a table. Not
@@ -15,17 +18,16 @@ local RAW = redis.call('GET', KEYS[1]) -- the full script's reading too
 do
   local raw = RAW
   if raw then
-    local n, life, tok, owner, _, flags, hu, hc = string.match(raw,
-      '^s1%z(%d+)%z([^%z]*)%z(%d+)%z([^%z]*)%z(%d+)%z([^%z]*)%z(%d+)%z([^%z]*)$')
-    if n and life == LIFE and flags == '' and hu == '0' and hc == '' and (owner == '' or tok ~= '0') then
+    local n, tok, owner = string.match(raw, FAST)
+    if n and (owner == '' or tok ~= '0') then
       local base = string.sub(KEYS[1], 1, -3)
       if owner == '' or redis.call('PTTL', base .. ':g:' .. tok .. ':' .. owner) == -2 then
-        local c, ttl, tr, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
+        local c, ttl, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
         local span = ttl + tr
         local t = string.format('%d', tonumber(n) + 1)
         redis.call('SET', base .. ':g:' .. t .. ':' .. c, '1', 'PX', string.format('%d', span))
-        redis.call('SET', KEYS[1], 's1\0' .. t .. '\0' .. life .. '\0' .. t .. '\0' .. c .. '\0' .. string.format('%d', tr) .. '\0\0' .. '0\0',
-          'PX', string.format('%d', math.max(keep, span)))
+        redis.call('SET', KEYS[1], 's1\0' .. t .. '\0' .. LIFE .. '\0' .. t .. '\0' .. c .. '\0' .. ARGV[3] .. '\0\0' .. '0\0',
+          'PX', string.format('%d', math.max(KEEP, span)))
         return t
       end
     end
@@ -34,20 +36,20 @@ do
     -- µs. Unless the server is younger than a grant (START) or the epoch
     -- key is not there to say that no flush wiped grants since its
     -- writing (the full script's flushed), nothing holds the mutex back.
-    local c, ttl, tr, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
+    local c, ttl, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
     local span = ttl + tr
     local clk = redis.call('TIME')
     local now = tonumber(clk[1]) * 1000 + math.floor(tonumber(clk[2]) / 1000)
     local free = not GUARD
     if GUARD and now >= START + span then
-      local e = redis.call('GET', KEYS[5])
+      local e = redis.call('GET', KEYS[2])
       free = e and string.match(e, '^%d+$') and tonumber(e) <= now
     end
     if free then
       local t = string.format('%d', tonumber(clk[1]) * 1000000 + tonumber(clk[2]) + 1)
       redis.call('SET', string.sub(KEYS[1], 1, -3) .. ':g:' .. t .. ':' .. c, '1', 'PX', string.format('%d', span))
-      redis.call('SET', KEYS[1], 's1\0' .. t .. '\0' .. LIFE .. '\0' .. t .. '\0' .. c .. '\0' .. string.format('%d', tr) .. '\0\0' .. '0\0',
-        'PX', string.format('%d', math.max(keep, span)))
+      redis.call('SET', KEYS[1], 's1\0' .. t .. '\0' .. LIFE .. '\0' .. t .. '\0' .. c .. '\0' .. ARGV[3] .. '\0\0' .. '0\0',
+        'PX', string.format('%d', math.max(KEEP, span)))
       return t
     end
   end

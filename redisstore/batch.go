@@ -240,7 +240,7 @@ func (b *renewBatch) calls(idx []int) []renewCall {
 		}
 		c := &calls[n]
 		c.idx = append(c.idx, i)
-		c.keys = append(c.keys, s.keysOf(r.Name)[0])
+		c.keys = append(c.keys, s.recordKey(r.Name))
 		c.args = append(c.args, r.Contender, strconv.FormatUint(r.Token, 10), ms(r.TTL), ms(r.Transition))
 	}
 	return calls
@@ -276,7 +276,7 @@ func (b *renewBatch) decode(c renewCall, sent time.Time, unacked bool, clock tim
 		case unacked:
 			b.results[i].Err = b.notReplicated(r.Name)
 		default:
-			s.grants.put(id, ms(r.Transition), sent, s.cfg.keep)
+			s.grants.put(id, ms(r.Transition), sent, s.cfg.keep, false)
 			b.results[i].Record = rec
 		}
 	}

@@ -155,23 +155,3 @@ func (q *coalescer) send(batch []*pending) {
 		close(p.done)
 	}
 }
-
-// evalSha runs script sha with keys and args on the Store's server, through
-// its coalescer when it has one (a standalone or Sentinel client without
-// WithWaitReplicas), else directly.
-func (s *Store) evalSha(ctx context.Context, sha string, keys []string, args ...any) (any, error) {
-	if s.q == nil {
-		return s.c.EvalSha(ctx, sha, keys, args...).Result()
-	}
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "evalsha", sha, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	a = append(a, args...)
-	cmd := redis.NewCmd(ctx, a...)
-	if err := s.q.do(ctx, cmd); err != nil {
-		return nil, err
-	}
-	return cmd.Result()
-}

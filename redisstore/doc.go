@@ -17,13 +17,19 @@
 // # How it works
 //
 // Acquire, release and get are each one Lua script (acquire.lua,
-// release.lua, get.lua, embedded), run atomically, every key passed in
-// KEYS. Acquire and release begin with a fast path for a lock nobody
-// waits for or observes (acquirefast.lua, releasefast.lua): it reads the
-// record with one pattern match and returns before the shared helpers
-// are made, a few µs of the server's time instead of tens. The keys of one lock share one hash tag, the base64url encoding of
-// its name, so they live in one cluster slot and any name (braces, colons,
-// spaces, any UTF-8) works without collisions. A lock has one record key
+// release.lua, get.lua, embedded), run atomically. A script gets the
+// lock's record key alone (acquire also the epoch key of its slot) and
+// names the lock's other keys from it, which share its hash tag; the
+// Store's constants (hand-off window, publish command, retention) are part
+// of its acquire and release texts, so a call sends only the contender,
+// the durations or the token. Acquire and release begin with a fast path
+// for a lock nobody waits for or observes (acquirefast.lua,
+// releasefast.lua): one pattern match accepts only a record without
+// flags or hold, and the path returns before the shared helpers are made,
+// a few µs of the server's time instead of tens. The keys of one lock
+// share one hash tag, the base64url encoding of its name, so they live in
+// one cluster slot and any name (braces, colons, spaces, any UTF-8) works
+// without collisions. A lock has one record key
 // (its last token, owner, transition, queue and hold flags, in one string)
 // and, while held, a grant key named by the grant's token and owner, which
 // expires at the grant's transition end. See keys.go for the layout under
@@ -36,10 +42,15 @@
 //
 // What each operation costs the server, counted as INFO's
 // total_commands_processed counts (a script and every command it runs): an
-// uncontended acquire and release, 8 commands (EVALSHA, GET of the record,
-// PTTL of the last grant key, SET of the grant and of the record; EVALSHA,
-// GET, DEL of the grant); on a name without a record, one more (TIME and
-// the slot's epoch key instead of the last grant's PTTL). A renewal of a grant the Store made is one PEXPIRE
+// uncontended acquire and release, 6 commands (EVALSHA, GET of the record,
+// PTTL of the last grant key, SET of the grant and of the record; GETDEL
+// of the grant key); on a name without a record, one more (TIME and the
+// slot's epoch key instead of the last grant's PTTL). A grant the acquire
+// script's fast path made is released by that one GETDEL while its key is
+// a string; a waiter or an observer that comes makes the key a hash, so
+// the GETDEL fails (WRONGTYPE, nothing done) and the release script runs
+// and tells them. Other grants (a hand-off, a retried acquire) are
+// released by the script at once. A renewal of a grant the Store made is one PEXPIRE
 // of its grant key, without a script (1: renewed; 0: not held, and the
 // renew script then reports the owner); the renew script runs instead
 // about once per retention/2 per grant, to extend its record, and for
@@ -197,9 +208,19 @@
 // Acquire may fail (its script is loaded per server) and is retried.
 //
 // The ACL user of the client needs the scripting commands (EVALSHA, EVAL,
-// SCRIPT LOAD), INFO, TIME (in scripts), PEXPIRE, WAIT with
+// SCRIPT LOAD), INFO, TIME (in scripts), PEXPIRE, GETDEL, WAIT with
 // [WithWaitReplicas], (S)PUBLISH and (S)SUBSCRIBE on the channels, and the
 // keys under the prefix; a refusal is [lease.ErrStoreSetup].
+//
+// Stores of different configurations or versions of this layout may share
+// locks, during a rolling upgrade too: scripts whose constants were
+// arguments and which were given every key of a lock, and those that name
+// the keys from the record key, read and write the same keys, records and
+// messages; each Store runs its own scripts, under their own SHAs. Only
+// a waiter or an observer of a version before the GETDEL release (which
+// does not make the grant key a hash) is not woken by the release of a
+// grant a later version's fast path made: it finds the lock free when it
+// polls (at about the end of that grant's transition).
 //
 // This layout (a string record and grant keys) replaced the hash of
 // earlier versions: stop every process of an earlier version before

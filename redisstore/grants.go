@@ -24,6 +24,10 @@ type grants struct {
 type grantInfo struct {
 	tr      int64     // transition ms
 	written time.Time // when the call that last wrote the record was sent
+	// plain: the acquire script's fast path made the grant (its key a
+	// string until a waiter or an observer comes), so a release may try
+	// a GETDEL of its key first.
+	plain bool
 }
 
 // grantRef identifies a grant. A struct, not a joined string: making
@@ -38,14 +42,15 @@ func grantID(name, contender string, token uint64) grantRef {
 	return grantRef{mutex: name, contender: contender, token: token}
 }
 
-// put notes that a call sent at written wrote the record of grant id.
-func (g *grants) put(id grantRef, tr int64, written time.Time, keep time.Duration) {
+// put notes that a call sent at written wrote the record of grant id,
+// which the acquire script's fast path made when plain.
+func (g *grants) put(id grantRef, tr int64, written time.Time, keep time.Duration, plain bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m == nil {
 		g.m = map[grantRef]grantInfo{}
 	}
-	g.m[id] = grantInfo{tr: tr, written: written}
+	g.m[id] = grantInfo{tr: tr, written: written, plain: plain}
 	if len(g.m) >= 2*max(g.pruned, 512) {
 		// Entries of leases lost without a store call: drop those too old
 		// to be of use, so the map stays within twice the live grants.
@@ -68,8 +73,12 @@ func (g *grants) fast(id grantRef, ttl, tr int64, keep time.Duration) bool {
 	return ok && v.tr == tr && 4*(ttl+tr) <= keepMS && time.Since(v.written) < keep/2
 }
 
-func (g *grants) drop(id grantRef) {
+// drop forgets grant id and reports whether the acquire script's fast
+// path made it.
+func (g *grants) drop(id grantRef) (plain bool) {
 	g.mu.Lock()
+	plain = g.m[id].plain
 	delete(g.m, id)
 	g.mu.Unlock()
+	return plain
 }

@@ -62,10 +62,11 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
-// TestKeysOf: the keys made in one allocation are those the key layout
-// names, for any name, with and without a prefix, outside and on Redis
-// Cluster (whose epoch key follows the slot).
-func TestKeysOf(t *testing.T) {
+// TestRecordKey: the record key made in one allocation, and the epoch key
+// of its slot, are those the key layout names, for any name, with and
+// without a prefix, outside and on Redis Cluster (whose epoch key follows
+// the slot); the scripts name the lock's other keys from the record key.
+func TestRecordKey(t *testing.T) {
 	single, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), WithKeyPrefix("app:"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,9 +82,15 @@ func TestKeysOf(t *testing.T) {
 			if s.cluster != nil {
 				epoch = s.cfg.prefix + "{~" + strconv.FormatUint(uint64(slotTags()[slotOf(base)]), 36) + "}:epoch"
 			}
-			want := keys{base + ":r", base + ":q", base + ":qe", base + ":ev", epoch}
-			if got := s.keysOf(name); got != want {
-				t.Errorf("keysOf(%q) = %q, want %q", name, got, want)
+			rk := s.recordKey(name)
+			if rk != base+":r" {
+				t.Errorf("recordKey(%q) = %q, want %q", name, rk, base+":r")
+			}
+			if got := s.epochOf(rk); got != any(epoch) {
+				t.Errorf("epochOf(%q) = %q, want %q", rk, got, epoch)
+			}
+			if got, want := s.grantKey(name, 1795463917316923, "c:1"), base+":g:1795463917316923:c:1"; got != want {
+				t.Errorf("grantKey(%q) = %q, want %q", name, got, want)
 			}
 		}
 	}

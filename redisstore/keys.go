@@ -25,53 +25,56 @@ import (
 //	<prefix>{~<n>}:epoch              one per slot (one per server outside Redis
 //	                                  Cluster), no expiry: gone only after a flush
 //
-// A renewal names the grant key, so it is one PEXPIRE (1: renewed, 0: not
-// held) with no script. The epoch keys' tags start with '~', which base64url
-// never yields, and are chosen to hash to each slot.
+// The scripts get the record key alone (and acquire's the epoch key of its
+// slot) and derive the others from it (lib.lua). A renewal names the grant
+// key, so it is one PEXPIRE (1: renewed, 0: not held) with no script. The
+// epoch keys' tags start with '~', which base64url never yields, and are
+// chosen to hash to each slot.
 
-// keys are the keys of one lock, in the order the scripts expect (see
-// lib.lua), the channel last but one and the slot's epoch key last.
-type keys [5]string
-
-// keysOf returns the keys of lock. The four keys of the lock share one
-// allocation (on the hot path of every operation), outside Redis Cluster
-// the epoch key is the Store's one.
-func (s *Store) keysOf(name string) keys {
+// recordKey returns the record key of lock, in one allocation (on the
+// hot path of every operation). The scripts get it alone (acquire's the
+// epoch key of its slot too) and name the lock's other keys from it, as
+// this file's layout does: they share its hash tag, so its cluster slot.
+func (s *Store) recordKey(name string) string {
 	if len(name) > lease.MaxNameLength { // never for a valid name
-		base := s.tagged(name)
-		return keys{base + ":r", base + ":q", base + ":qe", base + ":ev", s.epochKey(base)}
+		return s.tagged(name) + ":r"
 	}
 	var b strings.Builder
-	tag := base64.RawURLEncoding.EncodedLen(len(name))
-	baseLen := len(s.cfg.prefix) + tag + 2
-	b.Grow(4*baseLen + len(":r:q:qe:ev"))
-	var k keys
-	for i, suffix := range [4]string{":r", ":q", ":qe", ":ev"} {
-		from := b.Len()
-		if i == 0 {
-			b.WriteString(s.cfg.prefix)
-			b.WriteByte('{')
-			var src [lease.MaxNameLength]byte
-			var enc [(lease.MaxNameLength*4 + 2) / 3]byte
-			base64.RawURLEncoding.Encode(enc[:tag], src[:copy(src[:], name)])
-			b.Write(enc[:tag])
-			b.WriteByte('}')
-		} else {
-			b.WriteString(k[0][:baseLen]) // bytes written are never changed
-		}
-		b.WriteString(suffix)
-		k[i] = b.String()[from:]
-	}
-	k[4] = s.epochKey(k[0][:baseLen])
-	return k
+	b.Grow(len(s.cfg.prefix) + base64.RawURLEncoding.EncodedLen(len(name)) + len("{}:r"))
+	s.writeTagged(&b, name)
+	b.WriteString(":r")
+	return b.String()
 }
 
-// scriptKeys are the keys of every script but acquire's.
-func (k *keys) scriptKeys() []string { return k[:4] }
+// writeTagged writes the prefix and hash tag of lock, a valid name, to b
+// without allocating.
+func (s *Store) writeTagged(b *strings.Builder, name string) {
+	b.WriteString(s.cfg.prefix)
+	b.WriteByte('{')
+	var src [lease.MaxNameLength]byte
+	var enc [(lease.MaxNameLength*4 + 2) / 3]byte
+	tag := base64.RawURLEncoding.EncodedLen(len(name))
+	base64.RawURLEncoding.Encode(enc[:tag], src[:copy(src[:], name)])
+	b.Write(enc[:tag])
+	b.WriteByte('}')
+}
 
-// grantKey names the grant with token of owner on lock.
+// grantKey names the grant with token of owner on lock, in one
+// allocation (a release's GETDEL names it).
 func (s *Store) grantKey(name string, token uint64, owner string) string {
-	return s.tagged(name) + ":g:" + strconv.FormatUint(token, 10) + ":" + owner
+	if len(name) > lease.MaxNameLength { // never for a valid name
+		return s.tagged(name) + ":g:" + strconv.FormatUint(token, 10) + ":" + owner
+	}
+	var num [20]byte
+	tok := strconv.AppendUint(num[:0], token, 10)
+	var b strings.Builder
+	b.Grow(len(s.cfg.prefix) + base64.RawURLEncoding.EncodedLen(len(name)) + len("{}:g::") + len(tok) + len(owner))
+	s.writeTagged(&b, name)
+	b.WriteString(":g:")
+	b.Write(tok)
+	b.WriteByte(':')
+	b.WriteString(owner)
+	return b.String()
 }
 
 // tagged returns the prefix and hash tag of lock.

@@ -1,19 +1,28 @@
 -- lib.lua: helpers shared by the scripts of redisstore; prepended to each.
 --
--- Keys of one mutex, all under its hash tag (one cluster slot):
---   KEYS[1] record   string, see decode; PX at least the grant's end
---   KEYS[2] queue    zset contender -> first arrival (µs): FIFO order
---   KEYS[3] qexp     hash contender -> "expiresAt ms:span ms"
---   KEYS[4] channel  the pub/sub channel (not a key; declared for cluster)
---   <base>:g:<token>:<owner>  the live grant, named by its token and owner
---            (derived from KEYS[1], same slot); PX = the grant's end
--- acquire.lua adds KEYS[5], the epoch key of the slot (see flushed).
+-- Keys of one mutex, all under its hash tag (one cluster slot). Scripts
+-- get the record key alone (acquire.lua the slot's epoch key too, KEYS[2]:
+-- see flushed); the others are named from it, as keys.go names them, so
+-- they share its tag and slot:
+--   KEYS[1]      <base>:r  record   string, see decode; PX at least the grant's end
+--   QKEY         <base>:q  queue    zset contender -> first arrival (µs): FIFO order
+--   QEKEY        <base>:qe qexp     hash contender -> "expiresAt ms:span ms"
+--   CHANNEL      <base>:ev the pub/sub channel
+--   <base>:g:<token>:<owner>  the live grant, named by its token and owner;
+--                             PX = the grant's end; a string, or a hash
+--                             once a waiter or an observer came (watched)
+-- acquire.lua and release.lua run with the Store's constants before them:
+-- WIN (the hand-off window, ms), PUB (PUBLISH, or SPUBLISH on Redis
+-- Cluster) and KEEP (the retention, ms); see consts in scripts.go.
 -- Integers go to Redis as "%d" strings, tokens as decimal strings, so no
 -- number is ever rounded by Lua's doubles on the way.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
 local function int(x) return string.format('%d', x) end
+
+local BASE = string.sub(KEYS[1], 1, -3)
+local QKEY, QEKEY, CHANNEL = BASE .. ':q', BASE .. ':qe', BASE .. ':ev'
 
 -- gkeyOf names the grant key of the record key rkey ("<base>:r").
 local function gkeyOf(rkey, tok, owner)
@@ -94,19 +103,33 @@ local function left(r, rkey)
   return l
 end
 
+-- watched makes the live grant of r, of l ms left, a hash (keeping its
+-- expiry) once a waiter or an observer comes: its holder's Store releases
+-- a grant its acquire's fast path made by one GETDEL of the grant key
+-- (ops.go), which then fails with WRONGTYPE, and runs the release script,
+-- which wakes them. The value of a grant key is never read.
+local function watched(r, rkey, l)
+  if l <= 0 then return end
+  local g = gkeyOf(rkey, r.tok, r.owner)
+  if redis.call('TYPE', g).ok ~= 'string' then return end
+  redis.call('DEL', g)
+  redis.call('HSET', g, 'w', '1')
+  redis.call('PEXPIRE', g, int(l))
+end
+
 local function dequeue(c)
-  redis.call('ZREM', KEYS[2], c)
-  redis.call('HDEL', KEYS[3], c)
+  redis.call('ZREM', QKEY, c)
+  redis.call('HDEL', QEKEY, c)
 end
 
 -- enqueue adds c at the tail, or refreshes its expiry keeping its place,
 -- and flags the queue in r. It reports whether r changed.
 local function enqueue(r, c, now, now_us, span)
-  redis.call('ZADD', KEYS[2], 'NX', int(now_us), c)
-  redis.call('HSET', KEYS[3], c, int(now + 2 * span) .. ':' .. int(span))
-  for i = 2, 3 do
-    if redis.call('PTTL', KEYS[i]) < 2 * span then
-      redis.call('PEXPIRE', KEYS[i], int(2 * span))
+  redis.call('ZADD', QKEY, 'NX', int(now_us), c)
+  redis.call('HSET', QEKEY, c, int(now + 2 * span) .. ':' .. int(span))
+  for _, k in ipairs({QKEY, QEKEY}) do
+    if redis.call('PTTL', k) < 2 * span then
+      redis.call('PEXPIRE', k, int(2 * span))
     end
   end
   if r.q then return false end
@@ -118,9 +141,9 @@ end
 -- it are dropped, and its span, or nil.
 local function live(now, i)
   for _ = 1, 64 do
-    local h = redis.call('ZRANGE', KEYS[2], i, i)[1]
+    local h = redis.call('ZRANGE', QKEY, i, i)[1]
     if not h then return nil end
-    local v = redis.call('HGET', KEYS[3], h)
+    local v = redis.call('HGET', QEKEY, h)
     local e, s
     if v then e, s = string.match(v, '^(%d+):(%d+)$') end
     if e and tonumber(e) > now then return h, tonumber(s) end
@@ -132,7 +155,7 @@ end
 -- publish sends msg on the mutex's channel; when nobody listens, the
 -- observers have left.
 local function publish(r, cmd, msg)
-  if redis.call(cmd, KEYS[4], msg) == 0 then r.o = false end
+  if redis.call(cmd, CHANNEL, msg) == 0 then r.o = false end
 end
 
 -- wake is the message that names the waiter whose turn it is, the one
@@ -167,7 +190,7 @@ local function settle(r, now, win, cmd, held)
   if r.hc == '' then
     if now < r.hu then return false end
   elseif not held then
-    local queued = redis.call('ZSCORE', KEYS[2], r.hc)
+    local queued = redis.call('ZSCORE', QKEY, r.hc)
     if queued and now < r.hu then return false end
     if queued then dequeue(r.hc) end
   end

@@ -38,7 +38,14 @@ import (
 // into its current life.
 type node struct {
 	mu  sync.Mutex             // serializes loads
-	sha atomic.Pointer[string] // nil until loaded
+	sha atomic.Pointer[loaded] // nil until loaded
+}
+
+// loaded is the SHA of an acquire script loaded into a server, and the
+// same boxed once for the calls.
+type loaded struct {
+	sha string
+	box any
 }
 
 // nodes are the servers the Store talks to, by address ("" for the one
@@ -85,22 +92,23 @@ func (s *Store) serverOf(ctx context.Context, key string) (*redis.Client, string
 // acquireSHA returns the SHA of the acquire script loaded into the
 // current life of the server at addr, loading it when the Store has none
 // or when stale (the SHA the server did not know) is still current.
-func (s *Store) acquireSHA(ctx context.Context, c *redis.Client, addr, stale string) (string, error) {
+func (s *Store) acquireSHA(ctx context.Context, c *redis.Client, addr, stale string) (*loaded, error) {
 	n := s.nodes.get(addr)
-	if p := n.sha.Load(); p != nil && *p != stale {
-		return *p, nil
+	if p := n.sha.Load(); p != nil && p.sha != stale {
+		return p, nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if p := n.sha.Load(); p != nil && *p != stale {
-		return *p, nil
+	if p := n.sha.Load(); p != nil && p.sha != stale {
+		return p, nil
 	}
 	sha, err := s.loadAcquire(ctx, c)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	n.sha.Store(&sha)
-	return sha, nil
+	p := &loaded{sha: sha, box: sha}
+	n.sha.Store(p)
+	return p, nil
 }
 
 // loadAcquire asks the server at c for its life and loads the acquire
@@ -128,7 +136,7 @@ func (s *Store) loadAcquire(ctx context.Context, c *redis.Client) (string, error
 	// began less than a second after this. The same every time it is
 	// asked, so every Store makes the same text for one life.
 	start := (l.nowUS/1_000_000 - l.uptime + 1) * 1000
-	return conn.ScriptLoad(ctx, acquireText(l.runID, start, !s.cfg.noGuard)).Result()
+	return conn.ScriptLoad(ctx, acquireText(l.runID, start, !s.cfg.noGuard, s.consts)).Result()
 }
 
 // pinned returns one connection to the server of c: a client of the
@@ -151,9 +159,14 @@ func pinned(c *redis.Client) (*redis.Conn, func()) {
 }
 
 // acquireText is the acquire script for the life runID begun at the
-// latest at start (server ms).
-func acquireText(runID string, start int64, guard bool) string {
-	return fmt.Sprintf("local LIFE, START, GUARD = '%s', %d, %t\n", runID, start, guard) + acquireFastLua + libLua + acquireLua
+// latest at start (server ms), with a Store's consts. FAST is the pattern
+// of acquirefast.lua: a record of this life (runID is hex) without flags,
+// hold or reserved waiter; it captures the counter, the last token and
+// its owner.
+func acquireText(runID string, start int64, guard bool, consts string) string {
+	return fmt.Sprintf("local LIFE, START, GUARD = '%s', %d, %t\n", runID, start, guard) +
+		"local FAST = '^s1%z(%d+)%z" + runID + "%z(%d+)%z([^%z]*)%z%d+%z%z0%z$'\n" +
+		consts + acquireFastLua + libLua + acquireLua
 }
 
 // life is what INFO server says of a server's life.

@@ -2,8 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,19 +22,22 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 	if err := lease.ValidateRequest(name, contender, ttl, transition); err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
-	k := s.keysOf(name)
-	args := []any{contender, ms(ttl), ms(transition), s.handoffArg, s.pubArg, s.keepArg}
+	rk := s.recordKey(name)
+	ttlMS, trMS := ms(ttl), ms(transition)
+	a := []any{"evalsha", nil, 2, rk, s.epochOf(rk), // the SHA: runAcquire's
+		s.contenders.get(contender), s.durations.get(ttlMS), s.durations.get(trMS)}
 	sent := time.Now()
-	v, acks, err := s.runAcquire(ctx, k, args)
+	v, acks, err := s.runAcquire(ctx, rk, a)
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
-	rec, err := decodeAcquire(v, contender, args[1].(int64), args[2].(int64))
+	rec, err := decodeAcquire(v, contender, ttlMS, trMS)
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w", name, err)
 	}
 	if rec.Held(contender) {
-		s.grants.put(grantID(name, contender, rec.Token), ms(transition), sent, s.cfg.keep)
+		_, plain := v.(string) // the fast path's reply: its token
+		s.grants.put(grantID(name, contender, rec.Token), trMS, sent, s.cfg.keep, plain)
 		if s.cfg.waitN > 0 && acks < int64(s.cfg.waitN) {
 			return lease.Record{}, fmt.Errorf("redisstore: acquire %q: %w: %d of %d replicas in %v",
 				name, ErrNotReplicated, acks, s.cfg.waitN, s.cfg.waitTimeout)
@@ -47,39 +50,50 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 // that owns the lock, loading it when the server does not know it (a new
 // Store, or a new life of the server), and, with [WithWaitReplicas], WAIT
 // in the same pipeline on that server's connection, so WAIT counts the
-// replicas that acknowledged this very write. It returns the script's
+// replicas that acknowledged this very write. a is the EVALSHA (see call)
+// of the record key rk; runAcquire sets its SHA. It returns the script's
 // reply and the acknowledgements.
-func (s *Store) runAcquire(ctx context.Context, k keys, args []any) (any, int64, error) {
+func (s *Store) runAcquire(ctx context.Context, rk string, a []any) (any, int64, error) {
 	stale := ""
 	for range 3 {
-		c, addr, err := s.serverOf(ctx, k[0])
+		c, addr, err := s.serverOf(ctx, rk)
 		if err != nil {
 			return nil, 0, err
 		}
-		sha, err := s.acquireSHA(ctx, c, addr, stale)
+		l, err := s.acquireSHA(ctx, c, addr, stale)
 		if err != nil {
 			return nil, 0, scriptErr(err)
 		}
+		a[1] = l.box
 		var v any
 		var acks int64
 		if s.cfg.waitN > 0 {
-			v, acks, err = s.evalAndWait(ctx, c, sha, k[:], args)
+			v, acks, err = s.evalAndWait(ctx, c, a)
 		} else {
-			v, err = s.evalSha(ctx, sha, k[:], args...)
+			v, err = s.call(ctx, a, 3)
 		}
 		if !isNoScript(err) {
 			return v, acks, scriptErr(err)
 		}
-		stale = sha // nothing ran: a new life of the server, or the slot moved
+		stale = l.sha // nothing ran: a new life of the server, or the slot moved
 	}
 	return nil, 0, errNoScript
 }
 
-// evalAndWait runs EVALSHA and WAIT in one pipeline on c.
-func (s *Store) evalAndWait(ctx context.Context, c *redis.Client, sha string, k []string, args []any) (any, int64, error) {
+// epochOf returns the epoch key of the slot of the record key rk, boxed
+// (outside Redis Cluster the Store's one, boxed once).
+func (s *Store) epochOf(rk string) any {
+	if s.cluster == nil {
+		return s.epochArg
+	}
+	return s.epochKey(rk)
+}
+
+// evalAndWait runs the EVALSHA a (see call) and WAIT in one pipeline on c.
+func (s *Store) evalAndWait(ctx context.Context, c *redis.Client, a []any) (any, int64, error) {
 	var ev, wait *redis.Cmd
 	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		ev = p.EvalSha(ctx, sha, k, args...)
+		ev = p.Do(ctx, a...)
 		wait = p.Do(ctx, "WAIT", s.cfg.waitN, ms(s.cfg.waitTimeout))
 		return nil
 	})
@@ -116,12 +130,22 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 	if err := checkNameContender(name, contender); err != nil {
 		return fmt.Errorf("redisstore: release %q: %w", name, err)
 	}
-	if token != 0 {
-		s.grants.drop(grantID(name, contender, token))
+	if token != 0 && s.grants.drop(grantID(name, contender, token)) {
+		// A grant of the fast path: nobody waited for or observed the
+		// lock then, and while nobody does its key stays a string, which
+		// one GETDEL ends. A waiter or an observer made it a hash
+		// (WRONGTYPE, nothing done), and a grant already gone (nil) may
+		// leave the caller queued: the script then decides.
+		_, err := s.call(ctx, []any{"getdel", s.grantKey(name, token, contender)}, 1)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return fmt.Errorf("redisstore: release %q: %w", name, scriptErr(err))
+		}
 	}
-	k := s.keysOf(name)
-	v, err := s.run(ctx, releaseScript, k.scriptKeys(), contender, strconv.FormatUint(token, 10),
-		s.handoffArg, s.pubArg, s.keepArg)
+	v, err := s.run(ctx, &s.release, []any{"evalsha", s.release.sha, 1, s.recordKey(name),
+		s.contenders.get(contender), token})
 	if err != nil {
 		return fmt.Errorf("redisstore: release %q: %w", name, err)
 	}
@@ -141,8 +165,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.Record, error) {
 	if err := lease.ValidateName(name); err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: get: %w", err)
 	}
-	k := s.keysOf(name)
-	v, err := s.run(ctx, getScript, k.scriptKeys())
+	v, err := s.run(ctx, &getScript, []any{"evalsha", getScript.sha, 1, s.recordKey(name)})
 	if err != nil {
 		return lease.Record{}, fmt.Errorf("redisstore: get %q: %w", name, err)
 	}

@@ -1,7 +1,7 @@
--- release.lua: ARGV = contender, token ("0" only withdraws), hand-off
--- window ms, publish command, retention ms. Returns 1 when the grant
--- ended, else 0.
-local c, tok, win, cmd, keep = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+-- release.lua: KEYS = the record key; ARGV = contender, token ("0" only
+-- withdraws). WIN, PUB and KEEP are the Store's constants (see lib.lua).
+-- Returns 1 when the grant ended, else 0.
+local c, tok, win, cmd, keep = ARGV[1], ARGV[2], WIN, PUB, KEEP
 local raw = RAW -- read by the fast path
 if not raw then return 0 end
 local r = decode(raw, KEYS[1])

@@ -41,21 +41,26 @@ var (
 // safe for concurrent use. Call [Store.Close] when done with it to end its
 // subscriptions; the client stays open.
 type Store struct {
-	c       redis.UniversalClient
-	cluster *redis.ClusterClient // non-nil on Redis Cluster
-	single  *redis.Client        // non-nil on standalone or Sentinel
-	ring    *redis.Ring          // non-nil on a Ring
-	cfg     config
-	pubCmd  string // PUBLISH, or SPUBLISH on Redis Cluster
-	epoch   string // the epoch key outside Redis Cluster
-	// The scripts' constant arguments, boxed once (an int64 above 255
-	// put in an interface allocates on every call).
-	handoffArg, pubArg, keepArg any
-	log                         *slog.Logger
-	hub                         *hub
-	nodes                       nodes      // the acquire script of each server's life
-	grants                      grants     // the Store's own live grants, for cheap renewals
-	q                           *coalescer // nil on Redis Cluster, a Ring and with WithWaitReplicas
+	c        redis.UniversalClient
+	cluster  *redis.ClusterClient // non-nil on Redis Cluster
+	single   *redis.Client        // non-nil on standalone or Sentinel
+	ring     *redis.Ring          // non-nil on a Ring
+	cfg      config
+	pubCmd   string // PUBLISH, or SPUBLISH on Redis Cluster
+	epoch    string // the epoch key outside Redis Cluster
+	epochArg any    // epoch, boxed once
+	consts   string // the constants of the acquire and release scripts
+	release  script // the release script, with consts
+	// Contender ids and durations (ms) of the scripts' calls, boxed once
+	// per value (an interface of a string, or of an int64 above 255,
+	// allocates).
+	contenders boxes[string]
+	durations  boxes[int64]
+	log        *slog.Logger
+	hub        *hub
+	nodes      nodes      // the acquire script of each server's life
+	grants     grants     // the Store's own live grants, for cheap renewals
+	q          *coalescer // nil on Redis Cluster, a Ring and with WithWaitReplicas
 }
 
 // New returns a Store on client: a *redis.Client (standalone, or Sentinel
@@ -102,7 +107,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.handoffArg, s.pubArg, s.keepArg = ms(cfg.handoff), s.pubCmd, ms(cfg.keep)
+	s.epochArg, s.consts = s.epoch, consts(cfg, s.pubCmd)
+	s.release = newScript(s.consts + releaseFastLua + libLua + releaseLua)
 	s.hub = newHub(s)
 	return s, nil
 }

@@ -90,8 +90,8 @@ func (s *Store) Watch(ctx context.Context, name, contender string) (<-chan lease
 	}
 	if contender == "" {
 		// Best effort: without the flag the observer still polls.
-		k := s.keysOf(name)
-		if _, err := s.run(sctx, observeScript, k[:1], ms(s.cfg.keep)); err != nil {
+		a := []any{"evalsha", observeScript.sha, 1, s.recordKey(name), ms(s.cfg.keep)}
+		if _, err := s.run(sctx, &observeScript, a); err != nil {
 			s.log.Warn("redisstore: observer not registered; it polls", "lock", name, "error", err)
 		}
 	}

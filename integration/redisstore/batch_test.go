@@ -96,13 +96,26 @@ func recordKeyOf(prefix, name string) string {
 	return prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(name)) + "}:r"
 }
 
-// counter counts scripts, PEXPIREs and client-level round trips.
+// counter counts scripts, PEXPIREs and client-level round trips, and the
+// words of all commands (of a script call: EVALSHA or EVAL, the SHA or the
+// text, the number of keys, the keys and the arguments).
 type counter struct {
-	mu                     sync.Mutex
-	calls, pexpires, trips int
+	mu                           sync.Mutex
+	calls, pexpires, trips, args int
 }
 
-func (n *counter) reset() { n.mu.Lock(); n.calls, n.pexpires, n.trips = 0, 0, 0; n.mu.Unlock() }
+func (n *counter) reset() {
+	n.mu.Lock()
+	n.calls, n.pexpires, n.trips, n.args = 0, 0, 0, 0
+	n.mu.Unlock()
+}
+
+// words returns the words of the commands counted.
+func (n *counter) words() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.args
+}
 
 func (n *counter) get() (int, int, int) {
 	n.mu.Lock()
@@ -115,6 +128,7 @@ func (n *counter) add(cmds []redis.Cmder) {
 	defer n.mu.Unlock()
 	n.trips++
 	for _, c := range cmds {
+		n.args += len(c.Args())
 		switch c.Name() {
 		case "evalsha", "eval":
 			n.calls++

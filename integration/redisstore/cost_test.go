@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/redisstore"
 )
 
 // TestUncontendedCycleCost: an uncontended acquire and release through a
-// Manager costs the server at most 8 commands (each script and every
-// command it runs), with no INFO, on a lock used before and on fresh
-// names.
+// Manager costs the server at most 6 commands (each script and every
+// command it runs; the release is one GETDEL), with no INFO, on a lock
+// used before, and 7 on fresh names.
 func TestUncontendedCycleCost(t *testing.T) {
 	t.Parallel()
 	srv := privateRedis(t)
@@ -33,8 +34,8 @@ func TestUncontendedCycleCost(t *testing.T) {
 		name func(i int) string
 		max  float64
 	}{
-		{"one mutex", func(int) string { return "one" }, 8},
-		{"fresh names", func(i int) string { return fmt.Sprintf("fresh/%d", i) }, 9},
+		{"one mutex", func(int) string { return "one" }, 6},
+		{"fresh names", func(i int) string { return fmt.Sprintf("fresh/%d", i) }, 7},
 	} {
 		before, infos := serverOps(t, direct)
 		for i := range n {
@@ -51,6 +52,48 @@ func TestUncontendedCycleCost(t *testing.T) {
 		}
 	}
 }
+
+// TestUncontendedCycleAllocs: an uncontended acquire and release of a
+// Store send at most 14 words in their two round trips (a script call is
+// EVALSHA, the SHA, the number of keys, then the keys and arguments: the
+// record key, and the epoch key of its slot, the contender, the durations
+// or the token; the Store's constants are in its scripts' text) and cost
+// the client at most maxCycleAllocs allocations.
+func TestUncontendedCycleAllocs(t *testing.T) {
+	srv := privateRedis(t)
+	cycle := func(s *redisstore.Store) {
+		tok := mustHold(t, s, "cycle", "a").Token
+		if err := s.Release(bg, "cycle", "a", tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := &counter{}
+	c := dial(t, srv.Addr())
+	c.AddHook(n)
+	counted := newStore(t, c, srv.KeyPrefix())
+	cycle(counted) // the Store's first contact: INFO and SCRIPT LOAD
+	n.reset()
+	cycle(counted)
+	if _, _, trips := n.get(); trips != 2 {
+		t.Fatalf("%d round trips in an uncontended acquire and release, want 2", trips)
+	}
+	got := n.words()
+	t.Logf("%d words sent", got)
+	if got > 14 {
+		t.Errorf("%d arguments of the scripts of an uncontended acquire and release, want at most 14", got)
+	}
+	s := newStore(t, dial(t, srv.Addr()), srv.KeyPrefix()) // no hook
+	cycle(s)
+	a := testing.AllocsPerRun(200, func() { cycle(s) })
+	t.Logf("%.1f allocations per cycle", a)
+	if a > maxCycleAllocs {
+		t.Errorf("%.1f allocations per uncontended acquire and release, want at most %d", a, maxCycleAllocs)
+	}
+}
+
+// maxCycleAllocs bounds the client's allocations per uncontended acquire
+// and release of a Store (TestUncontendedCycleAllocs).
+const maxCycleAllocs = 19
 
 // TestRenewalCost: renewing grants the Store made costs one command each
 // (a PEXPIRE of the grant key, no script), plus one TIME per call (the
