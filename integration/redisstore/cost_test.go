@@ -92,8 +92,11 @@ func TestUncontendedCycleAllocs(t *testing.T) {
 }
 
 // maxCycleAllocs bounds the client's allocations per uncontended acquire
-// and release of a Store (TestUncontendedCycleAllocs).
-const maxCycleAllocs = 19
+// and release of a Store (TestUncontendedCycleAllocs): 19 measured (36
+// before the scripts took only what changes), one more in reserve because
+// testing.AllocsPerRun also counts what go-redis's own goroutines allocate
+// meanwhile.
+const maxCycleAllocs = 20
 
 // TestRenewalCost: renewing grants the Store made costs one command each
 // (a PEXPIRE of the grant key, no script), plus one TIME per call (the
