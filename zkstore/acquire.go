@@ -226,6 +226,9 @@ func ignoreGone(err error) error {
 func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time) (*node, queue, <-chan zk.Event, error) {
 	dir := s.dirOf(k.mutex)
 	watch := s.watchQueueNow(dir)
+	if err := s.settle(ctx, k); err != nil {
+		return nil, queue{}, nil, err
+	}
 	n, _ := s.current(k)
 	if n == nil && !s.inDoubt(k) {
 		// No node of ours: create one, then see where it stands.
@@ -461,7 +464,7 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 	s.setDoubt(k, true)
 	for range rounds {
 		var n *node
-		err := s.do(ctx, func() error {
+		err := s.doThen(ctx, func() error {
 			before := s.sess.tap.state().sid
 			p, err := s.sess.conn.Create(dir+"/"+prefixOf(k.contender), g.encode(), zk.FlagEphemeral|zk.FlagSequence, s.acl)
 			if err != nil {
@@ -490,7 +493,7 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 				adopt()
 			}
 			return nil
-		})
+		}, s.beginCreate(k))
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			s.sawDir(dir, false)

@@ -77,6 +77,12 @@ func init() {
 			})
 		}
 	}
+	testhooks.ZKBeforeRequest = func(st any, f func(start func() bool)) {
+		s := st.(*Store)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.beforeRequest = f
+	}
 	testhooks.ZKSubscribed = func(st any, mutex, contender string) bool {
 		s := st.(*Store)
 		s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -20,20 +21,66 @@ import (
 // or at once when the conn is closed). f must only write variables the
 // caller reads after a nil or non-context error. A ctx that cannot end
 // (context.WithoutCancel) runs f in the caller's goroutine.
+//
+// f never starts after do returned: when ctx ends before f's goroutine
+// ran (a loaded machine runs it late), f is not run at all. A request
+// sent after its caller gave up would land behind later requests of the
+// same key, a create among them: a node nobody waits for, listed after
+// the listings that were to find it (the TCK's OddNames saw one as the
+// owner of a lock its holder had just released).
 func (s *Store) do(ctx context.Context, f func() error) error {
+	return s.doThen(ctx, f, nil)
+}
+
+// doThen is do, calling then (unless nil) once f has returned or once it
+// is sure that f never runs, whichever way do itself returned.
+func (s *Store) doThen(ctx context.Context, f func() error, then func()) error {
+	if then == nil {
+		then = func() {}
+	}
+	const (
+		waiting = iota
+		running
+		abandoned
+	)
 	if err := ctx.Err(); err != nil {
+		then()
 		return err
 	}
 	s.trips.Add(1)
 	if ctx.Done() == nil {
+		defer then()
 		return f()
 	}
+	var gate atomic.Int32
 	done := make(chan error, 1)
-	go func() { done <- f() }()
+	go func() {
+		started := false
+		start := func() bool {
+			started = gate.CompareAndSwap(waiting, running)
+			return started
+		}
+		s.mu.Lock()
+		hook := s.beforeRequest
+		s.mu.Unlock()
+		if hook != nil {
+			hook(start)
+		} else {
+			start()
+		}
+		if !started {
+			return // the caller gave up first, and called then
+		}
+		defer then()
+		done <- f()
+	}()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
+		if gate.CompareAndSwap(waiting, abandoned) {
+			then() // f never runs
+		}
 		return context.Cause(ctx)
 	}
 }

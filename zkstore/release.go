@@ -42,6 +42,9 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 		s.forget(k, n.path)
 		return fmt.Errorf("%w: zkstore: release %q token 0", lease.ErrNotHeld, name)
 	}
+	if err := s.settle(ctx, k); err != nil {
+		return fmt.Errorf("zkstore: release %q: %w", name, err)
+	}
 	q, err := s.list(ctx, s.dirOf(name))
 	if err != nil {
 		return fmt.Errorf("zkstore: release %q: %w", name, err)

@@ -1,6 +1,7 @@
 package zkstore
 
 import (
+	"context"
 	"time"
 )
 
@@ -24,7 +25,7 @@ func (s *Store) stateLocked(k nodeKey) *keyState {
 
 // tidyLocked drops k's keyState when it holds nothing; call with mu held.
 func (s *Store) tidyLocked(k nodeKey) {
-	if ks := s.keys[k]; ks != nil && ks.n == nil && !ks.doubt && ks.subs == 0 {
+	if ks := s.keys[k]; ks != nil && ks.n == nil && !ks.doubt && ks.subs == 0 && ks.creating == 0 {
 		delete(s.keys, k)
 	}
 }
@@ -156,7 +157,56 @@ func (s *Store) inDoubt(k nodeKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ks := s.keys[k]
-	return ks != nil && ks.doubt
+	return ks != nil && (ks.doubt || ks.creating > 0)
+}
+
+// beginCreate counts a create of k's node from before its request may go
+// out; the returned func ends it, once its reply was handled or once it is
+// sure the request never goes out (see doThen). Until then, a listing may
+// not show the node the create makes: see settle.
+func (s *Store) beginCreate(k nodeKey) (end func()) {
+	s.mu.Lock()
+	s.stateLocked(k).creating++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ks := s.keys[k] // kept while creating > 0
+		ks.creating--
+		if ks.creating == 0 && ks.settled != nil {
+			close(ks.settled)
+			ks.settled = nil
+		}
+		s.tidyLocked(k)
+	}
+}
+
+// settle waits until no create of k's node is under way: one whose caller
+// gave up may still be sent or answered, and a listing made before then
+// would not show its node. Without the wait, the next Acquire would take
+// the node for missing and create another (a duplicate, listed behind the
+// grant and owning the lock after its release), and a Release would
+// withdraw nothing. go-zookeeper answers or fails every request within
+// about the session timeout; ctx bounds the wait.
+func (s *Store) settle(ctx context.Context, k nodeKey) error {
+	for {
+		s.mu.Lock()
+		ks := s.keys[k]
+		if ks == nil || ks.creating == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		if ks.settled == nil {
+			ks.settled = make(chan struct{})
+		}
+		ch := ks.settled
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // subscribe counts a Watch subscription of k.

@@ -37,9 +37,10 @@ type Store struct {
 
 	trips atomic.Int64 // requests sent, for tests and benchmarks
 
-	afterQueueRead func()             // a test's (hooks.go), guarded by mu
-	adoptHook      func(adopt func()) // a test's (hooks.go), guarded by mu
-	retireGate     chan struct{}      // a test's (hooks.go): retires wait until it closes; guarded by mu
+	afterQueueRead func()                  // a test's (hooks.go), guarded by mu
+	adoptHook      func(adopt func())      // a test's (hooks.go), guarded by mu
+	retireGate     chan struct{}           // a test's (hooks.go): retires wait until it closes; guarded by mu
+	beforeRequest  func(start func() bool) // a test's (hooks.go): do's goroutine calls it instead of start; guarded by mu
 }
 
 // nodeKey names one contender's interest in one lock.
@@ -48,10 +49,15 @@ type nodeKey struct{ mutex, contender string }
 // keyState is what the Store knows of one contender's interest in one
 // lock. It is dropped when it holds nothing.
 type keyState struct {
-	n     *node         // the contender's node; nil: none known
-	doubt bool          // a create of unknown outcome may have left a node
-	subs  int           // live Watch subscriptions
-	kick  chan struct{} // closed (and dropped) when n changes; nil: none asked for (see snapshot)
+	n     *node // the contender's node; nil: none known
+	doubt bool  // a create of unknown outcome may have left a node
+	// creating counts this contender's creates of this lock that may still
+	// be sent or answered (see creating); settled is closed (and dropped)
+	// when it falls to 0, nil when nobody waits for that.
+	creating int
+	settled  chan struct{}
+	subs     int           // live Watch subscriptions
+	kick     chan struct{} // closed (and dropped) when n changes; nil: none asked for (see snapshot)
 }
 
 // node is a contender's node of this Store's session.

@@ -42,3 +42,5 @@ func holdWatchdog(s *zkstore.Store) (release func()) { return testhooks.ZKHoldWa
 func holdRetire(s *zkstore.Store) (release func()) { return testhooks.ZKHoldRetire(s) }
 
 func createAdopt(s *zkstore.Store, f func(adopt func())) { testhooks.ZKCreateAdopt(s, f) }
+
+func beforeRequest(s *zkstore.Store, f func(start func() bool)) { testhooks.ZKBeforeRequest(s, f) }

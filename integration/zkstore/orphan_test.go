@@ -209,15 +209,215 @@ func TestLateCreateReplyKeepsGrant(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("Acquire returned a grant though its caller gave up before the create's reply was handled")
 	}
-	rec, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
+	// The retried Acquire waits for the reply's handling (settle): a
+	// listing made before it may not show the node. Either way round, the
+	// grant must survive the late reply.
+	type result struct {
+		rec lease.Record
+		err error
+	}
+	retried := make(chan result, 1)
+	go func() {
+		rec, err := s.Acquire(ctx, name, "a", 5*time.Second, 5*time.Second)
+		retried <- result{rec, err}
+	}()
+	close(resume)
+	<-adopted
+	r := <-retried
+	rec, err := r.rec, r.err
 	if err != nil || !rec.Held("a") {
 		t.Fatalf("retried Acquire = %+v, %v; want held", rec, err)
 	}
-	close(resume)
-	<-adopted
 	if _, err := s.Renew(ctx, name, "a", rec.Token, 5*time.Second, 5*time.Second); err != nil {
 		t.Errorf("Renew of the grant after the abandoned create's reply was handled: %v; want renewed", err)
 	}
+}
+
+// TestCreateAfterGivingUpIsNotSent (I7): the goroutine that sends an
+// Acquire's create runs only after its caller gave up (a loaded machine
+// runs it late). The create must not go out then: sent behind the retried
+// Acquire, its release and the next look, it left a node nobody knew of,
+// which owned the lock its holder had just released (make test's TCK
+// OddNames on the ensemble: "is held by "tck-id/…b" after its release").
+func TestCreateAfterGivingUpIsNotSent(t *testing.T) {
+	t.Parallel()
+	const name = "i7/late-create-request"
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	warmUp(t, s, name)
+	ctx := t.Context()
+	held, resume, decided := make(chan struct{}), make(chan struct{}), make(chan bool, 1)
+	var once sync.Once
+	beforeRequest(s, func(start func() bool) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			start()
+			return
+		}
+		close(held)
+		<-resume // the request's goroutine runs late
+		decided <- start()
+	})
+	t.Cleanup(func() {
+		select {
+		case <-resume:
+		default:
+			close(resume)
+		}
+	})
+	short, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(short, name, "b", 5*time.Second, 5*time.Second)
+		done <- err
+	}()
+	<-held   // the create's goroutine has not sent its request yet
+	cancel() // the caller gives up meanwhile
+	if err := <-done; err == nil {
+		t.Fatal("Acquire returned a grant though its create was never sent")
+	}
+	rec, err := s.Acquire(ctx, name, "b", 5*time.Second, 5*time.Second)
+	if err != nil || !rec.Held("b") {
+		t.Fatalf("retried Acquire = %+v, %v; want held", rec, err)
+	}
+	if err := s.Release(ctx, name, "b", rec.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	createdLate := make(chan struct{})
+	var seen sync.Once
+	createAdopt(s, func(adopt func()) { adopt(); seen.Do(func() { close(createdLate) }) })
+	close(resume)
+	if <-decided {
+		// The create went out after all: wait for its reply.
+		select {
+		case <-createdLate:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	wantNoNodes(t, s, other, srv, name, "after the release")
+}
+
+// TestAcquireSettlesAbandonedCreate (I7): an Acquire gives up after its
+// create's goroutine began but before the request went out. The retried
+// Acquire must wait for that create: listing before it went out, it found
+// no node, created a second one and was granted it; its release left the
+// late node behind, owning the lock.
+func TestAcquireSettlesAbandonedCreate(t *testing.T) {
+	t.Parallel()
+	const name = "i7/abandoned-create"
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	warmUp(t, s, name)
+	ctx := t.Context()
+	resume := abandonCreate(t, s, name, "b")
+	type result struct {
+		rec lease.Record
+		err error
+	}
+	retried := make(chan result, 1)
+	go func() {
+		rec, err := s.Acquire(ctx, name, "b", 5*time.Second, 5*time.Second)
+		retried <- result{rec, err}
+	}()
+	var r result
+	select {
+	case r = <-retried:
+		// It did not wait: release before the abandoned create goes out.
+		if r.err == nil && r.rec.Held("b") {
+			if err := s.Release(ctx, name, "b", r.rec.Token); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		}
+		t.Errorf("retried Acquire = %+v, %v before the abandoned create went out; want it to wait for it", r.rec, r.err)
+		resume()
+		time.Sleep(time.Second) // the late create's round trip
+	case <-time.After(time.Second):
+		resume()
+		r = <-retried
+		if r.err != nil || !r.rec.Held("b") {
+			t.Fatalf("retried Acquire = %+v, %v; want held", r.rec, r.err)
+		}
+		if err := s.Release(ctx, name, "b", r.rec.Token); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	wantNoNodes(t, s, other, srv, name, "after the release")
+}
+
+// TestReleaseSettlesAbandonedCreate (I7): as above, but the Manager's
+// clean-up after the failed Acquire (a Release without a token) comes
+// first. It must wait for the create and withdraw its node, or the node
+// owns the lock until the watchdog's deadline.
+func TestReleaseSettlesAbandonedCreate(t *testing.T) {
+	t.Parallel()
+	const name = "i7/abandoned-create-release"
+	srv := testserver.ZooKeeper(t)
+	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	warmUp(t, s, name)
+	ctx := t.Context()
+	resume := abandonCreate(t, s, name, "b")
+	released := make(chan error, 1)
+	go func() { released <- s.Release(ctx, name, "b", 0) }()
+	select {
+	case err := <-released:
+		t.Errorf("Release = %v before the abandoned create went out; want it to wait for it", err)
+		resume()
+		time.Sleep(time.Second) // the late create's round trip
+	case <-time.After(time.Second):
+		resume()
+		if err := <-released; err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	wantNoNodes(t, s, other, srv, name, "after the clean-up")
+}
+
+// wantNoNodes checks that the lock has no owner (as other sees it) and no
+// node left, when.
+func wantNoNodes(t *testing.T, s, other *zkstore.Store, srv *testserver.ZooKeeperServer, name, when string) {
+	t.Helper()
+	if got, err := other.Get(t.Context(), name); err != nil || got.OwnerID != "" {
+		t.Errorf("Get %s = %+v, %v; want no owner (a node of a create sent or answered after its caller gave up?)", when, got, err)
+	}
+	if n := children(t, s, srv, name); len(n) != 0 {
+		t.Errorf("nodes %v %s, want none", n, when)
+	}
+}
+
+// abandonCreate makes an Acquire of contender give up after its create's
+// goroutine began but before the request went out; resume lets the
+// request go.
+func abandonCreate(t *testing.T, s *zkstore.Store, name, contender string) (resume func()) {
+	t.Helper()
+	held, gate := make(chan struct{}), make(chan struct{})
+	var once, opened sync.Once
+	resume = func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(resume)
+	beforeRequest(s, func(start func() bool) {
+		first := false
+		once.Do(func() { first = true })
+		start()
+		if first {
+			close(held)
+			<-gate // begun, but its request is not sent yet
+		}
+	})
+	short, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(short, name, contender, 5*time.Second, 5*time.Second)
+		done <- err
+	}()
+	<-held
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("Acquire returned a grant though its create was not sent")
+	}
+	return resume
 }
 
 // warmUp makes the lock's znode: a grant, released.

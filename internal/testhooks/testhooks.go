@@ -63,4 +63,9 @@ var (
 	// ZKHoldRetire keeps s from retrying the deletes of its dead nodes (a
 	// release or drop whose delete failed) until release is called.
 	ZKHoldRetire func(s any) (release func())
+	// ZKBeforeRequest makes s call f (nil: none) in the goroutine of each
+	// request bounded by a context, before the request may be sent: f
+	// calls start, which reports whether the request goes out (its caller
+	// had not given up yet), when it likes.
+	ZKBeforeRequest func(s any, f func(start func() bool))
 )
