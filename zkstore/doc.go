@@ -53,7 +53,11 @@
 // Since a node's name carries its contender id, an Acquire retried after
 // a lost reply finds the node its first attempt created (one of its own
 // session) instead of leaving a second one; duplicates and nodes of the
-// same id left by another session are deleted.
+// same id left by another session are deleted. A call that gives up
+// before its request went out never sends it, and the next Acquire or
+// Release of the same lock and contender waits (within its context) for a
+// create that may still be sent or answered, so that its listing shows
+// the node.
 //
 // # Leases
 //
