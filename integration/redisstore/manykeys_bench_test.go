@@ -153,7 +153,8 @@ func runManyKeys(b *testing.B, direct *redis.Client, n *counter, lock lockFunc) 
 
 // BenchmarkManyKeys: scenario (b) of bench/ for simba (a Manager per
 // goroutine, and one Manager shared by all) and, as the reference, the
-// commands of bsm/redislock (SET NX PX; a script that GETs and DELs).
+// commands of bsm/redislock (SET NX PX; a script that GETs and DELs), with
+// two round trips per cycle as every client here, and with one.
 func BenchmarkManyKeys(b *testing.B) {
 	b.Run("simba/client-per-goroutine", func(b *testing.B) {
 		srv := privateRedis(b)
@@ -202,6 +203,52 @@ func BenchmarkManyKeys(b *testing.B) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			return func() error { return release.Run(ctx, cs[g], []string{key}, tok).Err() }, nil
+		})
+	})
+	// The same commands, a goroutine's unlock sent in one pipeline with its
+	// next lock: one round trip per cycle instead of two, which no client
+	// whose unlock returns only once the server has answered can do. It
+	// shows what the round trips cost in this shape: about half the CPU of
+	// a cycle, on both sides (a bound for issue 17's client-per-goroutine
+	// target, not a way to lock).
+	b.Run("setnx-unlock-with-next-lock", func(b *testing.B) {
+		srv := privateRedis(b)
+		type held struct{ key, tok string }
+		cs := make([]*redis.Client, manyKeysGs)
+		last := make([]*held, manyKeysGs) // goroutine g's alone
+		for g := range cs {
+			cs[g] = dial(b, srv.Addr())
+		}
+		release := redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+		if err := release.Load(bg, cs[0]).Err(); err != nil {
+			b.Fatal(err)
+		}
+		runManyKeys(b, dial(b, srv.Addr()), nil, func(ctx context.Context, g int, key string) (func() error, error) {
+			tok := fmt.Sprintf("tok-%d-%d", g, rand.Int64())
+			for {
+				var set *redis.BoolCmd
+				var unlock *redis.Cmd
+				_, _ = cs[g].Pipelined(ctx, func(p redis.Pipeliner) error {
+					if h := last[g]; h != nil {
+						unlock = release.EvalSha(ctx, p, []string{h.key}, h.tok)
+						last[g] = nil
+					}
+					set = p.SetNX(ctx, key, tok, 8*time.Second)
+					return nil
+				})
+				if unlock != nil && unlock.Err() != nil {
+					return nil, unlock.Err()
+				}
+				ok, err := set.Result()
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			return func() error { last[g] = &held{key, tok}; return nil }, nil
 		})
 	})
 }
