@@ -102,10 +102,11 @@
 // # Cost
 //
 // Requests per call (go test -bench . ./zkstore/ in the integration
-// module): an uncontended Acquire 2 (create, list; 4 the first time,
-// creating the lock's znode) in one round trip once the Store knows the
-// lock's znode (the listing goes out right behind the create, which the
-// server runs first), Renew none (a listing after the queue
+// module): an uncontended Acquire 2 (create, list; 5 when the lock's
+// znode is missing: both fail, then the znode is created, the create and
+// the listing made again) in one round trip when the lock's znode exists
+// (the listing goes out right behind the create, which the server runs
+// first), Renew none (a listing after the queue
 // changed, to notice a node deleted by hand, and the first time when the
 // queue is not watched yet), Release 1 (delete), the Acquire of a waiter
 // whose turn came none (its subscription saw the turn come), a poll 1
@@ -114,7 +115,9 @@
 // waiter watched the owner itself (the watch's event says its node is
 // first now), and 2 otherwise (the delete, and its listing). Queueing
 // costs 3 or 4 (create, list, read and watch the owner and the node
-// ahead). Holding and waiting cost the server nothing beyond the
+// ahead), in 2 round trips when the lock's znode exists: the
+// read of the owner and the watch on the node ahead of a waiter further
+// back go out together. Holding and waiting cost the server nothing beyond the
 // session's heartbeats.
 //
 // The listing of an Acquire watches the queue for the grant's renewals at
