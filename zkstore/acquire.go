@@ -429,7 +429,7 @@ func (s *Store) adopt(ctx context.Context, q queue, k nodeKey, start time.Time) 
 			keep = &node{path: p, session: sid, czxid: st.Czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
 			continue
 		}
-		if err := s.remove(ctx, p, st.Version); err != nil && !gone(err) {
+		if err := s.remove(ctx, p); err != nil && !gone(err) {
 			return nil, err
 		}
 	}
