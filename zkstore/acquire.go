@@ -278,7 +278,7 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 		return nil, q, nil, err
 	}
 	if n == nil {
-		if n, err = s.create(ctx, dir, k, g, start); err != nil || n == nil {
+		if n, err = s.create(ctx, dir, k, g, start, true); err != nil || n == nil {
 			return nil, q, nil, err
 		}
 	}
@@ -295,7 +295,23 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 // seen yet costs no round trip more when it exists (one Store of many, or
 // a new one, takes a lock others took before), and a failed listing more
 // when it does not (the create makes it first).
+//
+// A missing lock znode fails both: it is created, and the create and its
+// listing go out together again.
 func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, watch bool) (*node, queue, <-chan zk.Event, error) {
+	n, q, w, err := s.createListedOnce(ctx, dir, k, g, start, watch, false)
+	if !errors.Is(err, errNoDir) {
+		return n, q, w, err
+	}
+	if err := s.makeDir(ctx, dir); err != nil {
+		return nil, queue{}, nil, err
+	}
+	return s.createListedOnce(ctx, dir, k, g, start, watch, true)
+}
+
+// createListedOnce is createListed; without mkdir, a missing lock znode
+// fails it with errNoDir.
+func (s *Store) createListedOnce(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, watch, mkdir bool) (*node, queue, <-chan zk.Event, error) {
 	type listing struct {
 		names []string
 		w     <-chan zk.Event
@@ -328,7 +344,7 @@ func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant
 		}
 		res <- l
 	}()
-	n, err := s.create(ctx, dir, k, g, start)
+	n, err := s.create(ctx, dir, k, g, start, mkdir)
 	made.Store(err == nil && n != nil)
 	close(created)
 	if err != nil || n == nil {
@@ -383,6 +399,10 @@ func (s *Store) endedHold(dir string, renewed bool) {
 
 // errNotCreated ends a listing meant to follow a create that failed.
 var errNotCreated = errors.New("zkstore: the create failed")
+
+// errNoDir fails a create, made without mkdir, whose lock znode is
+// missing: nothing was created.
+var errNoDir = errors.New("zkstore: the lock's znode is missing")
 
 // maxDirs bounds the lock znodes a Store remembers (see endedHold).
 const maxDirs = 4096
@@ -455,11 +475,12 @@ func (s *Store) isRetiring(p string) bool {
 
 // create adds a node for contender to the queue of dir, making the dir (a
 // container node, which the server removes when it is empty) and the root
-// as needed. Until its reply arrives, a node may exist unknown to the
+// as needed (with mkdir set; without, a missing dir fails it with
+// errNoDir). Until its reply arrives, a node may exist unknown to the
 // Store: the next Acquire looks for it before creating another (I7). A
 // reply that comes after the caller gave up still records the node, which
 // the watchdog removes unless an Acquire comes for it.
-func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, start time.Time) (*node, error) {
+func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, mkdir bool) (*node, error) {
 	s.setDoubt(k, true)
 	for range rounds {
 		var n *node
@@ -496,6 +517,9 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			s.setDoubt(k, false) // refused: nothing was created
+			if !mkdir {
+				return nil, errNoDir
+			}
 			if err := s.makeDir(ctx, dir); err != nil {
 				return nil, err
 			}

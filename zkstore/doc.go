@@ -102,9 +102,10 @@
 // # Cost
 //
 // Requests per call (go test -bench . ./zkstore/ in the integration
-// module): an uncontended Acquire 2 (create, list; 5 when the lock's
-// znode is missing: both fail, then the znode is created, the create and
-// the listing made again) in one round trip when the lock's znode exists
+// module): an uncontended Acquire 2 (create, list; 5 in 3 round trips
+// when the lock's znode is missing: both fail, the znode is created, and
+// the create and the listing go out again) in one round trip when the
+// lock's znode exists
 // (the listing goes out right behind the create, which the server runs
 // first), Renew none (a listing after the queue
 // changed, to notice a node deleted by hand, and the first time when the

@@ -17,10 +17,11 @@ import (
 
 // ZooKeeper opcodes the wire log names.
 const (
-	wireCreate   = 1
-	wireExists   = 3
-	wireGetData  = 4
-	wireChildren = 12 // getChildren2
+	wireCreate    = 1
+	wireExists    = 3
+	wireGetData   = 4
+	wireChildren  = 12 // getChildren2
+	wireContainer = 19 // createContainer
 )
 
 // wireLog records, in order, the requests a connection wrote (opcode and
@@ -209,6 +210,33 @@ func slowLoggedStore(t *testing.T, srv *testserver.ZooKeeperServer) (*zkstore.St
 	s := newStore(t, loggedSession(t, addrs, log), srv.Root())
 	p[0].Delay(30 * time.Millisecond)
 	return s, log
+}
+
+// TestNewLockThreeRoundTrips (issue 19): the first Acquire of a lock
+// whose znode is missing sends its create and its listing together (both
+// fail), creates the znode, and sends the create and the listing together
+// again: 5 requests in 3 round trips.
+func TestNewLockThreeRoundTrips(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	s, log := slowLoggedStore(t, srv)
+	from, before := len(log.snapshot()), trips(s)
+	rec, err := s.Acquire(ctx, "pipeline/new-lock", "a", 2*time.Second, time.Second)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("Acquire of a new lock = %+v, %v", rec, err)
+	}
+	if d := trips(s) - before; d != 5 {
+		t.Errorf("Acquire of a new lock sent %d requests, want 5 (create, list, make the znode, create, list)", d)
+	}
+	evs := log.snapshot()[from:]
+	for i, e := range evs {
+		if !e.reply && e.op == wireContainer {
+			checkCreateListed(t, "the create after the lock's znode was made", evs[i+1:])
+			return
+		}
+	}
+	t.Error("the lock's znode was not made")
 }
 
 // TestWaiterFurtherBackOneRoundTrip (issue 19): a waiter that queues
