@@ -25,7 +25,7 @@ const rounds = 5
 // owner, and the node ahead is watched.
 //
 // Requests: 2 for a free lock (create, list; one round trip when the
-// lock's znode was seen lately, see createListed), none when the node was
+// lock's znode exists, see createListed), none when the node was
 // already seen first in line (a waiter whose turn came, a retried
 // Acquire), 1 for the next in line polling (list), none for a waiter
 // further back whose Watch subscription keeps an eye on the node ahead:
@@ -180,15 +180,9 @@ func (s *Store) look(ctx context.Context, k nodeKey, g grant, start time.Time) (
 			return lease.Record{}, false, ignoreGone(err)
 		}
 	} else if pred.name != low.name {
-		if ow.name != low.name {
-			if ow, _, err = s.readOwner(ctx, q.path(low), false); err != nil {
-				return lease.Record{}, false, ignoreGone(err)
-			}
-		}
-		if !armed {
-			if w, err = s.existsW(ctx, q.path(pred)); err != nil || w == nil {
-				return lease.Record{}, false, err // nil, nil: it just left
-			}
+		var left bool
+		if ow, w, left, err = s.readBehind(ctx, q, low, pred, ow, armed); err != nil || left {
+			return lease.Record{}, false, err // a node just left: look again
 		}
 	}
 	rec := waiting(ow, g, k.contender)
@@ -200,6 +194,40 @@ func (s *Store) look(ctx context.Context, k nodeKey, g grant, start time.Time) (
 		x.due = start.Add(rec.Transition + g.ttl + g.transition + waitGrace)
 	})
 	return rec, ok, nil
+}
+
+// readBehind reads the owner low, unless ow is it already, and watches
+// the node pred ahead of a waiter further back, unless armed: both
+// requests go out at once, in one round trip. left reports that either
+// node was gone.
+func (s *Store) readBehind(ctx context.Context, q queue, low, pred child, ow owner, armed bool) (_ owner, _ <-chan zk.Event, left bool, _ error) {
+	type watched struct {
+		w   <-chan zk.Event
+		err error
+	}
+	var res chan watched
+	if !armed {
+		res = make(chan watched, 1)
+		go func() {
+			w, err := s.existsW(ctx, q.path(pred))
+			res <- watched{w, err}
+		}()
+	}
+	var oerr error
+	if ow.name != low.name {
+		ow, _, oerr = s.readOwner(ctx, q.path(low), false)
+	}
+	var wr watched
+	if res != nil {
+		wr = <-res
+	}
+	switch {
+	case oerr != nil:
+		return owner{}, nil, gone(oerr), ignoreGone(oerr)
+	case wr.err != nil:
+		return owner{}, nil, false, wr.err
+	}
+	return ow, wr.w, !armed && wr.w == nil, nil
 }
 
 // updateKick is update, waking k's subscriptions when kick is set.
@@ -253,7 +281,7 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 		return nil, q, nil, err
 	}
 	if n == nil {
-		if n, err = s.create(ctx, dir, k, g, start); err != nil || n == nil {
+		if n, err = s.create(ctx, dir, k, g, start, true); err != nil || n == nil {
 			return nil, q, nil, err
 		}
 	}
@@ -261,20 +289,32 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 }
 
 // createListed creates k's node and lists the queue (and watches it, with
-// watch set: see watchQueueNow). When the lock's znode was there lately,
-// the listing goes out right behind the create, as soon as the create's
-// request was written: the server runs a session's requests in order, so
-// both take one round trip. The listing is used only if it shows the new
-// node, and so every node created before it (that one alone makes the
-// first-in-line check safe); else the queue is listed again after the
-// create.
+// watch set: see watchQueueNow). The listing goes out right behind the
+// create, as soon as the create's request was written: the server runs a
+// session's requests in order, so both take one round trip. The listing
+// is used only if it shows the new node, and so every node created before
+// it (that one alone makes the first-in-line check safe); else the queue
+// is listed again after the create. So a lock's znode this Store has not
+// seen yet costs no round trip more when it exists (one Store of many, or
+// a new one, takes a lock others took before), and a failed listing more
+// when it does not (the create makes it first).
+//
+// A missing lock znode fails both: it is created, and the create and its
+// listing go out together again.
 func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, watch bool) (*node, queue, <-chan zk.Event, error) {
-	if !s.knownDir(dir) {
-		if n, err := s.create(ctx, dir, k, g, start); err != nil || n == nil {
-			return nil, queue{}, nil, err
-		}
-		return s.listed(ctx, dir, k, watch)
+	n, q, w, err := s.createListedOnce(ctx, dir, k, g, start, watch, false)
+	if !errors.Is(err, errNoDir) {
+		return n, q, w, err
 	}
+	if err := s.makeDir(ctx, dir); err != nil {
+		return nil, queue{}, nil, err
+	}
+	return s.createListedOnce(ctx, dir, k, g, start, watch, true)
+}
+
+// createListedOnce is createListed; without mkdir, a missing lock znode
+// fails it with errNoDir.
+func (s *Store) createListedOnce(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, watch, mkdir bool) (*node, queue, <-chan zk.Event, error) {
 	type listing struct {
 		names []string
 		w     <-chan zk.Event
@@ -307,7 +347,7 @@ func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant
 		}
 		res <- l
 	}()
-	n, err := s.create(ctx, dir, k, g, start)
+	n, err := s.create(ctx, dir, k, g, start, mkdir)
 	made.Store(err == nil && n != nil)
 	close(created)
 	if err != nil || n == nil {
@@ -363,30 +403,12 @@ func (s *Store) endedHold(dir string, renewed bool) {
 // errNotCreated ends a listing meant to follow a create that failed.
 var errNotCreated = errors.New("zkstore: the create failed")
 
-// knownDir reports whether a create went into dir lately.
-func (s *Store) knownDir(dir string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.dirs[dir]
-	return ok
-}
+// errNoDir fails a create, made without mkdir, whose lock znode is
+// missing: nothing was created.
+var errNoDir = errors.New("zkstore: the lock's znode is missing")
 
-// maxDirs bounds the lock znodes a Store remembers (see knownDir).
+// maxDirs bounds the lock znodes a Store remembers (see endedHold).
 const maxDirs = 4096
-
-// sawDir records that dir exists (ok) or is missing.
-func (s *Store) sawDir(dir string, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !ok {
-		delete(s.dirs, dir)
-		return
-	}
-	if len(s.dirs) >= maxDirs {
-		clear(s.dirs)
-	}
-	s.dirs[dir] = struct{}{}
-}
 
 // listed lists (and with watch set, watches) the queue after k's node was
 // made or found; the node is nil when it is not in the listing (its
@@ -430,7 +452,7 @@ func (s *Store) adopt(ctx context.Context, q queue, k nodeKey, start time.Time) 
 			keep = &node{path: p, session: sid, czxid: st.Czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
 			continue
 		}
-		if err := s.remove(ctx, p, st.Version); err != nil && !gone(err) {
+		if err := s.remove(ctx, p); err != nil && !gone(err) {
 			return nil, err
 		}
 	}
@@ -456,11 +478,12 @@ func (s *Store) isRetiring(p string) bool {
 
 // create adds a node for contender to the queue of dir, making the dir (a
 // container node, which the server removes when it is empty) and the root
-// as needed. Until its reply arrives, a node may exist unknown to the
+// as needed (with mkdir set; without, a missing dir fails it with
+// errNoDir). Until its reply arrives, a node may exist unknown to the
 // Store: the next Acquire looks for it before creating another (I7). A
 // reply that comes after the caller gave up still records the node, which
 // the watchdog removes unless an Acquire comes for it.
-func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, start time.Time) (*node, error) {
+func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, mkdir bool) (*node, error) {
 	s.setDoubt(k, true)
 	for range rounds {
 		var n *node
@@ -496,8 +519,10 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 		}, s.beginCreate(k))
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
-			s.sawDir(dir, false)
 			s.setDoubt(k, false) // refused: nothing was created
+			if !mkdir {
+				return nil, errNoDir
+			}
 			if err := s.makeDir(ctx, dir); err != nil {
 				return nil, err
 			}
@@ -505,7 +530,6 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 		case err != nil:
 			return nil, err
 		}
-		s.sawDir(dir, true)
 		return n, nil // nil: the session changed meanwhile; look again
 	}
 	return nil, fmt.Errorf("the znode %s kept disappearing", dir)

@@ -106,19 +106,30 @@
 // # Cost
 //
 // Requests per call (go test -bench . ./zkstore/ in the integration
-// module): an uncontended Acquire 2 (create, list; 4 the first time,
-// creating the lock's znode) in one round trip once the Store knows the
-// lock's znode (the listing goes out right behind the create, which the
-// server runs first), Renew none (a listing after the queue
+// module): an uncontended Acquire 2 (create, list; 5 in 3 round trips
+// when the lock's znode is missing: both fail, the znode is created, and
+// the create and the listing go out again) in one round trip when the
+// lock's znode exists
+// (the listing goes out right behind the create, which the server runs
+// first), Renew none (a listing after the queue
 // changed, to notice a node deleted by hand, and the first time when the
 // queue is not watched yet), Release 1 (delete), the Acquire of a waiter
 // whose turn came none (its subscription saw the turn come), a poll 1
 // (list) by the next in line and none by waiters further back, Get 3
-// (sync, list, read). A hand-off costs 1, the delete, when the next
-// waiter watched the owner itself (the watch's event says its node is
-// first now), and 2 otherwise (the delete, and its listing). Queueing
+// (sync, list, read). A hand-off costs 1 on its way, the delete, when the
+// next waiter watched the owner itself (the watch's event says its node
+// is first now), and 2 otherwise (the delete, and its listing). A waiter
+// watches the owner when it came in line right behind it, and when the
+// node ahead of it announced that its turn came: a waiter whose turn
+// comes writes its node's data again, unchanged (1 request, in the
+// background), which fires the watch of the waiter behind it; that one
+// lists the queue and reads and watches the new owner (2 requests) while
+// the lock is held, and its own turn then comes with the delete's event.
+// Queueing
 // costs 3 or 4 (create, list, read and watch the owner and the node
-// ahead). Holding and waiting cost the server nothing beyond the
+// ahead), in 2 round trips when the lock's znode exists: the
+// read of the owner and the watch on the node ahead of a waiter further
+// back go out together. Holding and waiting cost the server nothing beyond the
 // session's heartbeats.
 //
 // The listing of an Acquire watches the queue for the grant's renewals at

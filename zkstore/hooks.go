@@ -17,7 +17,7 @@ func init() {
 	testhooks.ZKLoseCreateReply = func(ctx context.Context, st any, mutex, contender string, ttl, transition time.Duration) error {
 		s := st.(*Store)
 		k := nodeKey{mutex, contender}
-		_, err := s.create(ctx, s.dirOf(mutex), k, grant{contender: contender, ttl: ttl, transition: transition}, time.Now())
+		_, err := s.create(ctx, s.dirOf(mutex), k, grant{contender: contender, ttl: ttl, transition: transition}, time.Now(), true)
 		s.forget(k, "")
 		s.setDoubt(k, true)
 		return err

@@ -241,16 +241,19 @@ func (s *Store) existsW(ctx context.Context, p string) (<-chan zk.Event, error) 
 	return fired, nil
 }
 
-// remove deletes the node at p if its version is still version (-1: any).
-func (s *Store) remove(ctx context.Context, p string, version int32) error {
-	return s.do(ctx, func() error { return s.sess.conn.Delete(p, version) })
+// remove deletes the node at p, whatever its version: the Store that
+// owns a node rewrites its data when it comes first in line (announce),
+// and what decides a delete (the node's token, its session) never
+// changes.
+func (s *Store) remove(ctx context.Context, p string) error {
+	return s.do(ctx, func() error { return s.sess.conn.Delete(p, -1) })
 }
 
 // drop ends k's node n: from now on it is no grant, and it is deleted
 // (by the watchdog, should this call fail).
 func (s *Store) drop(ctx context.Context, k nodeKey, n *node) error {
 	s.kill(k, n.path)
-	err := s.remove(ctx, n.path, -1)
+	err := s.remove(ctx, n.path)
 	if err == nil || gone(err) {
 		s.forget(k, n.path)
 		return nil

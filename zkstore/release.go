@@ -21,7 +21,7 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 	if n, _ := s.current(k); n != nil && n.held && uint64(n.czxid) == token && token != 0 {
 		// The common case: our own grant. It is no grant from now on.
 		s.kill(k, n.path)
-		err := s.remove(ctx, n.path, -1)
+		err := s.remove(ctx, n.path)
 		switch {
 		case err == nil:
 			s.forget(k, n.path)
@@ -35,7 +35,7 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 	} else if n != nil && !n.held && token == 0 && !s.inDoubt(k) {
 		// A waiter withdraws its own node: one request.
 		s.kill(k, n.path)
-		if err := s.remove(ctx, n.path, -1); err != nil && !gone(err) {
+		if err := s.remove(ctx, n.path); err != nil && !gone(err) {
 			s.retireLater(k, *n)
 			return fmt.Errorf("zkstore: release %q: %w", name, err)
 		}
@@ -81,7 +81,7 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 		// go out); then it is deleted in the background, and no Acquire
 		// takes it back meanwhile.
 		mineNow := cur != nil && cur.path == p && s.kill(k, p)
-		if err := s.remove(ctx, p, st.Version); err != nil && !gone(err) {
+		if err := s.remove(ctx, p); err != nil && !gone(err) {
 			if mineNow {
 				s.retireLater(k, *cur)
 			}

@@ -26,7 +26,6 @@ type Store struct {
 	mu   sync.Mutex
 	keys map[nodeKey]*keyState
 	dog  dogState
-	dirs map[string]struct{} // lock znodes a create went into lately (guarded by mu)
 	// brief holds the lock znodes whose last grant by this Store ended
 	// before any renewal, guarded by mu: the next Acquire of such a lock
 	// leaves its queue unwatched (see watchQueueNow).
@@ -159,7 +158,7 @@ func New(sess *Session, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{sess: sess, root: c.root, acl: c.acl, keys: map[nodeKey]*keyState{}, dirs: map[string]struct{}{}, brief: map[string]struct{}{}}, nil
+	return &Store{sess: sess, root: c.root, acl: c.acl, keys: map[nodeKey]*keyState{}, brief: map[string]struct{}{}}, nil
 }
 
 // MaxGrant returns the longest ttl + transition the Store honours now: the

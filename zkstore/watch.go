@@ -202,13 +202,28 @@ func (s *Store) refresh(ctx context.Context, k nodeKey, n *node) error {
 // transition.
 func (s *Store) turn(k nodeKey, n *node) {
 	window := time.Now().Add(n.g.ttl + n.g.transition)
-	s.updateKick(k, n.path, true, func(x *node) {
+	if s.updateKick(k, n.path, true, func(x *node) {
 		x.lowest = true
 		if !x.held && window.Before(x.due) {
 			x.due = window
 		}
-	})
+	}) {
+		s.announce(n)
+	}
 	s.watchdogAt(window)
+}
+
+// announce tells the waiter behind n, which became first in line, that
+// it did: the node's data is written again, unchanged, which fires the
+// watch that waiter keeps on it (a watch set by exists fires on a change
+// of data too). The waiter then looks at the queue, finds itself next in
+// line, and watches the owner, while this grant lasts; when it is
+// released, the waiter's turn comes with the delete's event alone, no
+// listing after it. In the background: a node deleted meanwhile, or a
+// request that fails, costs only that.
+func (s *Store) announce(n *node) {
+	s.trips.Add(1)
+	go func() { _, _ = s.sess.conn.Set(n.path, n.g.encode(), -1) }()
 }
 
 // observe sends an event whenever the first node of the lock's queue

@@ -160,7 +160,7 @@ func (s *Store) retireLater(k nodeKey, n node) {
 				break // the server deleted it with the session
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), max(st.timeout, time.Second))
-			err := s.remove(ctx, n.path, -1)
+			err := s.remove(ctx, n.path)
 			cancel()
 			if err == nil || gone(err) {
 				break

@@ -3,6 +3,7 @@ package zkstore_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -16,8 +17,11 @@ import (
 
 // ZooKeeper opcodes the wire log names.
 const (
-	wireCreate   = 1
-	wireChildren = 12 // getChildren2
+	wireCreate    = 1
+	wireExists    = 3
+	wireGetData   = 4
+	wireChildren  = 12 // getChildren2
+	wireContainer = 19 // createContainer
 )
 
 // wireLog records, in order, the requests a connection wrote (opcode and
@@ -106,7 +110,7 @@ func loggedSession(t *testing.T, servers []string, log *wireLog) *zkstore.Sessio
 	return sess
 }
 
-// TestAcquireOneRoundTrip (issue 19): once a lock's znode is known, an
+// TestAcquireOneRoundTrip (issue 19): once a lock's znode exists, an
 // uncontended Acquire sends its listing right behind its create, before
 // the create's reply comes: both take one round trip. Every frame is
 // held 30 ms by a proxy, so the reply cannot come before the listing is
@@ -137,25 +141,153 @@ func TestAcquireOneRoundTrip(t *testing.T) {
 		if d := trips(s) - before; d != 2 {
 			t.Errorf("Acquire %d sent %d requests, want 2 (create, list)", i+1, d)
 		}
-		create, listed, replied := int32(0), false, false
-		for _, e := range log.snapshot()[from:] {
-			switch {
-			case !e.reply && e.op == wireCreate && create == 0:
-				create = e.xid
-			case !e.reply && e.op == wireChildren && create != 0 && !listed:
-				listed = true
-				if replied {
-					t.Errorf("Acquire %d listed the queue after the create's reply came, want before", i+1)
-				}
-			case e.reply && e.xid == create && create != 0:
-				replied = true
-			}
-		}
-		if create == 0 || !listed {
-			t.Errorf("Acquire %d: create seen %v, listing seen %v", i+1, create != 0, listed)
-		}
+		checkCreateListed(t, fmt.Sprintf("Acquire %d", i+1), log.snapshot()[from:])
 		if err := s.Release(ctx, name, "a", rec.Token); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// checkCreateListed fails t unless evs hold a create and a listing that
+// went out before the create's reply came.
+func checkCreateListed(t *testing.T, what string, evs []wireEvent) {
+	t.Helper()
+	create, listed, replied := int32(0), false, false
+	for _, e := range evs {
+		switch {
+		case !e.reply && e.op == wireCreate && create == 0:
+			create = e.xid
+		case !e.reply && e.op == wireChildren && create != 0 && !listed:
+			listed = true
+			if replied {
+				t.Errorf("%s listed the queue after the create's reply came, want before", what)
+			}
+		case e.reply && e.xid == create && create != 0:
+			replied = true
+		}
+	}
+	if create == 0 || !listed {
+		t.Errorf("%s: create seen %v, listing seen %v", what, create != 0, listed)
+	}
+}
+
+// TestNewStoreOneRoundTrip (issue 19): the first Acquire of a Store that
+// never took the lock, whose znode another Store made, sends its listing
+// right behind its create too: one round trip, 2 requests, as for a
+// Store that took the lock before (one client of many, or a restarted
+// one, taking a lock others took).
+func TestNewStoreOneRoundTrip(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	const name = "pipeline/new-store"
+	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	rec, err := other.Acquire(ctx, name, "other", 2*time.Second, time.Second) // makes the lock's znode
+	if err != nil || !rec.Held("other") {
+		t.Fatalf("other Store's Acquire = %+v, %v", rec, err)
+	}
+	if err := other.Release(ctx, name, "other", rec.Token); err != nil {
+		t.Fatal(err)
+	}
+	s, log := slowLoggedStore(t, srv)
+	from, before := len(log.snapshot()), trips(s)
+	rec, err = s.Acquire(ctx, name, "a", 2*time.Second, time.Second)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("new Store's Acquire = %+v, %v", rec, err)
+	}
+	if d := trips(s) - before; d != 2 {
+		t.Errorf("new Store's Acquire sent %d requests, want 2 (create, list)", d)
+	}
+	checkCreateListed(t, "the new Store's Acquire", log.snapshot()[from:])
+}
+
+// slowLoggedStore returns a Store whose frames are logged and held 30 ms
+// each way by a proxy.
+func slowLoggedStore(t *testing.T, srv *testserver.ZooKeeperServer) (*zkstore.Store, *wireLog) {
+	t.Helper()
+	p, addrs := proxied(t, srv.Servers()[:1])
+	log := &wireLog{}
+	s := newStore(t, loggedSession(t, addrs, log), srv.Root())
+	p[0].Delay(30 * time.Millisecond)
+	return s, log
+}
+
+// TestNewLockThreeRoundTrips (issue 19): the first Acquire of a lock
+// whose znode is missing sends its create and its listing together (both
+// fail), creates the znode, and sends the create and the listing together
+// again: 5 requests in 3 round trips.
+func TestNewLockThreeRoundTrips(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	s, log := slowLoggedStore(t, srv)
+	from, before := len(log.snapshot()), trips(s)
+	rec, err := s.Acquire(ctx, "pipeline/new-lock", "a", 2*time.Second, time.Second)
+	if err != nil || !rec.Held("a") {
+		t.Fatalf("Acquire of a new lock = %+v, %v", rec, err)
+	}
+	if d := trips(s) - before; d != 5 {
+		t.Errorf("Acquire of a new lock sent %d requests, want 5 (create, list, make the znode, create, list)", d)
+	}
+	evs := log.snapshot()[from:]
+	for i, e := range evs {
+		if !e.reply && e.op == wireContainer {
+			checkCreateListed(t, "the create after the lock's znode was made", evs[i+1:])
+			return
+		}
+	}
+	t.Error("the lock's znode was not made")
+}
+
+// TestWaiterFurtherBackOneRoundTrip (issue 19): a waiter that queues
+// behind another waiter reads the owner's node and watches the node just
+// ahead of its own in one round trip: both requests go out before either
+// reply comes. Every frame is held 30 ms by a proxy, so a reply cannot
+// come before the second request is on its way unless that request
+// waited for it.
+func TestWaiterFurtherBackOneRoundTrip(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	const name = "pipeline/behind"
+	const ttl, transition = 5 * time.Second, 3 * time.Second
+	holder := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	next := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	owner, err := holder.Acquire(ctx, name, "holder", ttl, transition)
+	if err != nil || !owner.Held("holder") {
+		t.Fatalf("holder's Acquire = %+v, %v", owner, err)
+	}
+	if rec, err := next.Acquire(ctx, name, "next", ttl, transition); err != nil || rec.OwnerID != "holder" {
+		t.Fatalf("next in line's Acquire = %+v, %v", rec, err)
+	}
+	s, log := slowLoggedStore(t, srv)
+	from, before := len(log.snapshot()), trips(s)
+	rec, err := s.Acquire(ctx, name, "behind", ttl, transition)
+	if err != nil || rec.OwnerID != "holder" || rec.Token != owner.Token {
+		t.Fatalf("Acquire behind a waiter = %+v, %v; want owner holder, token %d", rec, err, owner.Token)
+	}
+	if d := trips(s) - before; d != 4 {
+		t.Errorf("Acquire behind a waiter sent %d requests, want 4 (create, list, read the owner, watch the node ahead)", d)
+	}
+	read, watch := int32(0), int32(0)
+	replied := false
+	for _, e := range log.snapshot()[from:] {
+		switch {
+		case !e.reply && e.op == wireGetData && read == 0:
+			read = e.xid
+			if replied {
+				t.Error("the owner was read after the watch's reply came, want both requests out at once")
+			}
+		case !e.reply && e.op == wireExists && watch == 0:
+			watch = e.xid
+			if replied {
+				t.Error("the node ahead was watched after the owner's read was answered, want both requests out at once")
+			}
+		case e.reply && (e.xid == read && read != 0 || e.xid == watch && watch != 0):
+			replied = true
+		}
+	}
+	if read == 0 || watch == 0 {
+		t.Errorf("owner read seen %v, watch seen %v", read != 0, watch != 0)
 	}
 }
