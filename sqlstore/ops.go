@@ -49,6 +49,7 @@ type releaseArgs struct {
 	token             int64     // 0: only withdraw from the queue
 	windowMs          int64     // the hand-off window
 	notify            bool      // PostgreSQL: NOTIFY the next waiter
+	crowded           bool      // PostgreSQL: others were queued when the grant was made
 	on                *sql.Conn // MySQL: the connection that holds owner's doorbell, to let it go too
 }
 
@@ -152,7 +153,13 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 	switch {
 	case rec.Held(contender):
 		s.waits.remove(name, contender)
-		s.hooks.granted(name, a.key, rec.Transition, r.queue.live(r.now))
+		crowded := r.queue.live(r.now)
+		if crowded {
+			s.crowded.add(name, contender)
+		} else {
+			s.crowded.remove(name, contender)
+		}
+		s.hooks.granted(name, a.key, rec.Transition, crowded)
 	case a.waitMs > 0:
 		if pred, ok := r.queue.pred(a.key, r.owner); ok {
 			s.hooks.waiting(name, a.key, pred)
@@ -223,7 +230,7 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 		return s.errorf("release", name, lease.ErrNotHeld)
 	}
 	a := releaseArgs{mutex: name, owner: contender, key: s.key(contender), token: int64(token),
-		windowMs: ceilMs(s.handoff), notify: s.hub != nil}
+		windowMs: ceilMs(s.handoff), notify: s.hub != nil, crowded: s.crowded.take(name, contender) || queued}
 	lend, _ := s.hooks.(lender)
 	if lend != nil {
 		a.on = lend.lend(name, a.key)

@@ -38,6 +38,7 @@ type Store struct {
 	hub     *hub       // nil when push is off
 	hooks   grantHooks // what the push path learns from our calls
 	waits   waitSet    // contenders that may be queued
+	crowded waitSet    // grants made while others were queued (their release hands over)
 	pruner  *pruner
 	stmts   *prepared // MySQL, SQLite: the statements prepared once per connection
 	tag     string    // PostgreSQL: the first letters of this Store's queue keys

@@ -1,0 +1,117 @@
+package sqlstore_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/simba-go/simba/sqlstore"
+)
+
+// namedQueries counts the statements a pgx connection runs by their sqlc
+// name (the "-- name: X" line that opens each generated statement).
+type namedQueries struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (q *namedQueries) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if rest, ok := strings.CutPrefix(d.SQL, "-- name: "); ok {
+		name, _, _ := strings.Cut(rest, " ")
+		q.mu.Lock()
+		q.n[name]++
+		q.mu.Unlock()
+	}
+	return ctx
+}
+
+func (q *namedQueries) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// take returns the counts so far and starts again from zero.
+func (q *namedQueries) take() map[string]int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.n
+	q.n = map[string]int{}
+	return n
+}
+
+// TestReleaseIdleStatement (issue 18): on PostgreSQL the release of a grant
+// made while nobody was queued runs ReleaseIdle, a plain single-row update,
+// instead of the Release statement (two updates, the queue rebuilt, the
+// notification join): the statement's cost bounds scenario (b) of the
+// benchmark. A grant made while others were queued is released by Release
+// alone (one statement per hand-off), and one made alone that finds a
+// waiter queued since falls back to Release, which hands over. Before,
+// every release ran Release.
+func TestReleaseIdleStatement(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := postgres.migrated(t)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced := &namedQueries{n: map[string]int{}}
+	cfg.Tracer = traced
+	db := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { db.Close() })
+	s, err := sqlstore.NewPostgres(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+
+	for range 20 {
+		r, err := s.Acquire(ctx, "idle/solo", "a", ttl, tr)
+		if err != nil || !r.Held("a") {
+			t.Fatalf("Acquire = %+v, %v", r, err)
+		}
+		if err := s.Release(ctx, "idle/solo", "a", r.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := traced.take(); got["ReleaseIdle"] != 20 || got["Release"] != 0 {
+		t.Errorf("20 uncontended releases ran ReleaseIdle %d times and Release %d times, want 20 and 0 (all: %v)",
+			got["ReleaseIdle"], got["Release"], got)
+	}
+
+	// a holds; w1 and w2 queue behind it. a's grant saw nobody queued:
+	// ReleaseIdle finds the queue, Release hands over to w1.
+	const mx = "idle/crowded"
+	r, err := s.Acquire(ctx, mx, "a", ttl, tr)
+	if err != nil || !r.Held("a") {
+		t.Fatalf("Acquire(a) = %+v, %v", r, err)
+	}
+	plain := postgres.open(t, dsn)
+	enqueue(t, s, plain, mx, "w1", 1)
+	enqueue(t, postgres.newStore(t, dsn), plain, mx, "w2", 2)
+	traced.take()
+	if err := s.Release(ctx, mx, "a", r.Token); err != nil {
+		t.Fatal(err)
+	}
+	if got := traced.take(); got["ReleaseIdle"] != 1 || got["Release"] != 1 {
+		t.Errorf("a release that found waiters queued since its grant ran ReleaseIdle %d times and Release %d times, want 1 and 1",
+			got["ReleaseIdle"], got["Release"])
+	}
+	// w1's grant saw w2 queued: its release is Release alone.
+	r, err = s.Acquire(ctx, mx, "w1", ttl, tr)
+	if err != nil || !r.Held("w1") {
+		t.Fatalf("Acquire(w1) after the hand-off = %+v, %v", r, err)
+	}
+	traced.take()
+	if err := s.Release(ctx, mx, "w1", r.Token); err != nil {
+		t.Fatal(err)
+	}
+	if got := traced.take(); got["ReleaseIdle"] != 0 || got["Release"] != 1 {
+		t.Errorf("the release of a grant made with others queued ran ReleaseIdle %d times and Release %d times, want 0 and 1",
+			got["ReleaseIdle"], got["Release"])
+	}
+	if n := queueLen(t, plain, mx); n != 1 {
+		t.Errorf("queue of %s holds %d entries after w1's release, want 1 (w2)", mx, n)
+	}
+}
