@@ -120,7 +120,7 @@ chaos-plants: servers
 
 # simba-go beside the peer libraries on every backend (the bench/ module,
 # TestBench): regenerates docs/benchmarks.md and docs/benchmarks-handoff.svg
-# in under 10 minutes. BENCH_ARGS narrows a run, e.g. -only redis -scenario c.
+# in about 10 minutes. BENCH_ARGS narrows a run, e.g. -only redis -scenario c.
 BENCH_ARGS ?=
 bench: servers
 	@.ci/install-bench-servers

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,23 +113,73 @@ func Run(ctx context.Context, s Servers, targets []Target, o Options) []Table {
 			continue
 		}
 		tab := Table{ID: sc.id, Title: sc.title, Method: sc.method, Cols: sc.cols, Rows: make([]Row, len(targets))}
-		var wg sync.WaitGroup
-		for i, t := range targets {
-			one := func() {
-				start := time.Now()
-				tab.Rows[i] = measure(ctx, sc, env{t: t, s: s, holder: o.Holder})
-				logf("%-4s %-24s %6.1fs  %s", sc.id, t.ID(), time.Since(start).Seconds(), summary(sc.cols, tab.Rows[i]))
+		runs := make([][]Row, len(targets))
+		for run := range max(1, sc.runs) {
+			var wg sync.WaitGroup
+			for j := range targets {
+				// Every other run goes through the targets backwards: a
+				// server still warming up (a JVM) favours whoever comes
+				// later in a run.
+				i := j
+				if run%2 == 1 {
+					i = len(targets) - 1 - j
+				}
+				t := targets[i]
+				one := func() {
+					start := time.Now()
+					r := measure(ctx, sc, env{t: t, s: s, holder: o.Holder})
+					runs[i] = append(runs[i], r)
+					logf("%-4s %-24s %6.1fs  %s", sc.id, t.ID(), time.Since(start).Seconds(), summary(sc.cols, r))
+				}
+				if sc.parallel {
+					wg.Go(one)
+				} else {
+					one()
+				}
 			}
-			if sc.parallel {
-				wg.Go(one)
-			} else {
-				one()
-			}
+			wg.Wait()
 		}
-		wg.Wait()
+		for i := range targets {
+			tab.Rows[i] = medianRow(runs[i], sc.median, sc.cols[sc.median])
+		}
 		tables = append(tables, tab)
 	}
 	return tables
+}
+
+// medianRow returns, of one target's runs of a scenario, the run with the
+// median value in column col (the lower middle of an even count of
+// measured runs), noting every run's value when there were several; the
+// first run when none was measured.
+func medianRow(runs []Row, col int, c Column) Row {
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	var ok []Row
+	for _, r := range runs {
+		if r.Err == "" && !math.IsNaN(r.Values[col]) {
+			ok = append(ok, r)
+		}
+	}
+	if len(ok) == 0 {
+		return runs[0]
+	}
+	vals := make([]string, len(runs))
+	for i, r := range runs {
+		if r.Err != "" || math.IsNaN(r.Values[col]) {
+			vals[i] = "—"
+		} else {
+			vals[i] = format(c.Kind, r.Values[col])
+		}
+	}
+	slices.SortFunc(ok, func(a, b Row) int { return cmp.Compare(a.Values[col], b.Values[col]) })
+	m := ok[(len(ok)-1)/2]
+	note := fmt.Sprintf("%s of %d runs: %s", c.Name, len(runs), strings.Join(vals, ", "))
+	if m.Note != "" {
+		note = m.Note + "; " + note
+	}
+	m.Note = note
+	return m
 }
 
 // measure runs one scenario on one target under guard.

@@ -41,10 +41,15 @@ type scenario struct {
 	cols                      []Column
 	budget                    time.Duration
 	parallel                  bool // all targets at once: the scenario waits, it does not load
-	run                       func(ctx context.Context, e env) ([]float64, string, error)
+	// runs > 1: each target runs that many times, the targets taking
+	// turns, and its row is the run with the median value of column
+	// median (see Run): a throughput measured for a few seconds on a
+	// shared machine drifts by tens of percent between runs.
+	runs, median int
+	run          func(ctx context.Context, e env) ([]float64, string, error)
 }
 
-// Durations of the measurements, chosen so that a whole run stays under ten
+// Durations of the measurements, chosen so that a whole run stays near ten
 // minutes on two cores.
 const (
 	uncontendedFor = 2 * time.Second
@@ -55,6 +60,7 @@ const (
 	waiterLoadFor  = 5 * time.Second
 	renewFor       = 10 * time.Second
 	renewTakeFor   = 20 * time.Second // to take the renewLocks locks
+	throughputRuns = 3                // runs of each target in (a), (b) and (b′)
 	manyKeys       = 10000
 	manyKeysGs     = 64
 	waiters        = 32
@@ -65,20 +71,22 @@ func scenarios() []scenario {
 	ss := []scenario{{
 		id: "a", letter: "a", title: "(a) Uncontended acquire + release",
 		method: fmt.Sprintf("One client locks and unlocks one key in a loop for %v after three warm-up cycles. "+
-			"Acquire is the time Lock took, release the time Unlock took; pairs/s counts whole cycles.", uncontendedFor),
+			"Acquire is the time Lock took, release the time Unlock took; pairs/s counts whole cycles. "+
+			"%s", uncontendedFor, runsNote("pairs/s")),
 		cols: []Column{
 			{Name: "acquire p50", Kind: Duration, Better: -1, Ratio: true},
 			{Name: "acquire p99", Kind: Duration, Better: -1},
 			{Name: "release p50", Kind: Duration, Better: -1},
 			{Name: "pairs/s", Kind: Rate, Better: +1, Ratio: true},
 		},
-		budget: uncontendedFor + 30*time.Second, run: uncontended,
+		budget: uncontendedFor + 30*time.Second, run: uncontended, runs: throughputRuns, median: 3,
 	}, {
 		id: "b", letter: "b", title: fmt.Sprintf("(b) %d goroutines over %s keys, a client each", manyKeysGs, thousands(manyKeys)),
 		method: fmt.Sprintf("%d goroutines, each with a client of its own (as %d processes would), lock a key drawn uniformly "+
-			"from %s and unlock it at once, for %v. Collisions are rare and wait as the library waits.",
-			manyKeysGs, manyKeysGs, thousands(manyKeys), manyKeysFor),
+			"from %s and unlock it at once, for %v. Collisions are rare and wait as the library waits. %s",
+			manyKeysGs, manyKeysGs, thousands(manyKeys), manyKeysFor, runsNote("cycles/s")),
 		cols:   manyKeysCols(),
+		runs:   throughputRuns,
 		budget: manyKeysFor + 60*time.Second,
 		run:    func(ctx context.Context, e env) ([]float64, string, error) { return manyKeysRun(ctx, e, false) },
 	}, {
@@ -87,8 +95,9 @@ func scenarios() []scenario {
 			"one `lease.Manager` over one store; for a peer one client object, as its documentation allows (one go-redis client "+
 			"with redsync or redislock, one `*sql.DB` with pglock, advisory locks and go-mysql-lock, one `zk.Conn`, one etcd "+
 			"client whose sessions a lock takes from a free list, since two Mutexes of one Session on one key would both hold). "+
-			"For %v.", manyKeysGs, manyKeysFor),
+			"For %v. %s", manyKeysGs, manyKeysFor, runsNote("cycles/s")),
 		cols:   manyKeysCols(),
+		runs:   throughputRuns,
 		budget: manyKeysFor + 60*time.Second,
 		run:    func(ctx context.Context, e env) ([]float64, string, error) { return manyKeysRun(ctx, e, true) },
 	}}
@@ -189,6 +198,14 @@ func uncontended(ctx context.Context, e env) ([]float64, string, error) {
 }
 
 // manyKeysCols are the columns of scenarios b and bs.
+// runsNote describes how a scenario with throughputRuns runs picks its
+// row, by the column col.
+func runsNote(col string) string {
+	return fmt.Sprintf("Each target runs %d times, the targets taking turns (all targets once, then all again in the "+
+		"reverse order, and so on: a server still warming up favours whoever comes later); "+
+		"its row is the run with the median %s, and the note gives all %d.", throughputRuns, col, throughputRuns)
+}
+
 func manyKeysCols() []Column {
 	return []Column{
 		{Name: "cycles/s", Kind: Rate, Better: +1, Ratio: true},
