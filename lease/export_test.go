@@ -18,3 +18,11 @@ func PerNameEntries(m *Manager) int {
 // RecordClockStep records a server clock step on m's metrics, as the
 // detector of server clock steps will.
 func RecordClockStep(m *Manager, forward bool) { m.obs.clockStep(forward) }
+
+// TimerWakes returns how many times m's leases woke its timers' goroutine
+// to arm an earlier timer.
+func TimerWakes(m *Manager) int {
+	m.timers.mu.Lock()
+	defer m.timers.mu.Unlock()
+	return m.timers.wakes
+}
