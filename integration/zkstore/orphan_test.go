@@ -242,10 +242,7 @@ func TestLateCreateReplyKeepsGrant(t *testing.T) {
 func TestCreateAfterGivingUpIsNotSent(t *testing.T) {
 	t.Parallel()
 	const name = "i7/late-create-request"
-	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
-	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
-	warmUp(t, s, name)
+	srv, s, other := twoStores(t, name)
 	ctx := t.Context()
 	held, resume, decided := make(chan struct{}), make(chan struct{}), make(chan bool, 1)
 	var once sync.Once
@@ -307,10 +304,7 @@ func TestCreateAfterGivingUpIsNotSent(t *testing.T) {
 func TestAcquireSettlesAbandonedCreate(t *testing.T) {
 	t.Parallel()
 	const name = "i7/abandoned-create"
-	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
-	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
-	warmUp(t, s, name)
+	srv, s, other := twoStores(t, name)
 	ctx := t.Context()
 	resume := abandonCreate(t, s, name, "b")
 	type result struct {
@@ -354,10 +348,7 @@ func TestAcquireSettlesAbandonedCreate(t *testing.T) {
 func TestReleaseSettlesAbandonedCreate(t *testing.T) {
 	t.Parallel()
 	const name = "i7/abandoned-create-release"
-	srv := testserver.ZooKeeper(t)
-	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
-	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
-	warmUp(t, s, name)
+	srv, s, other := twoStores(t, name)
 	ctx := t.Context()
 	resume := abandonCreate(t, s, name, "b")
 	released := make(chan error, 1)
@@ -374,6 +365,17 @@ func TestReleaseSettlesAbandonedCreate(t *testing.T) {
 		}
 	}
 	wantNoNodes(t, s, other, srv, name, "after the clean-up")
+}
+
+// twoStores returns a server with the lock's znode made, a Store that
+// contends for the lock and another that looks at it.
+func twoStores(t *testing.T, name string) (srv *testserver.ZooKeeperServer, s, other *zkstore.Store) {
+	t.Helper()
+	srv = testserver.ZooKeeper(t)
+	s = newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	other = newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+	warmUp(t, s, name)
+	return srv, s, other
 }
 
 // wantNoNodes checks that the lock has no owner (as other sees it) and no
