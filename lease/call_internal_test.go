@@ -80,3 +80,76 @@ func TestCallContext(t *testing.T) {
 		<-child.Done()
 	})
 }
+
+// A call that asks for Done after a later call did still ends at its own
+// deadline; a parent's cancellation ends only its calls; and once the
+// timer was stopped (Close), a new call arms it again.
+func TestCallTimerOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &Manager{cfg: config{callTimeout: time.Second}}
+		early := m.newCall(context.Background())
+		time.Sleep(100 * time.Millisecond)
+		pctx, pcancel := context.WithCancel(context.Background())
+		late := m.newCall(pctx)
+		later := m.newCall(context.Background())
+		lateDone, laterDone := late.Done(), later.Done()
+		earlyDone := early.Done() // after two later calls
+		pcancel()
+		<-lateDone
+		if !errors.Is(late.Err(), context.Canceled) || later.Err() != nil || early.Err() != nil {
+			t.Errorf("parent of one call cancelled: Err %v, %v, %v", late.Err(), later.Err(), early.Err())
+		}
+		time.Sleep(900 * time.Millisecond)
+		synctest.Wait()
+		select {
+		case <-earlyDone:
+		default:
+			t.Fatal("a call that asked for Done late did not end at its deadline")
+		}
+		select {
+		case <-laterDone:
+			t.Fatal("a call ended before its deadline")
+		default:
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		<-laterDone
+
+		m.calls.idle()
+		if !m.calls.armed.IsZero() {
+			t.Error("idle left the timer armed")
+		}
+		c := m.newCall(context.Background())
+		done := c.Done()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("a call made after idle did not end at its deadline")
+		}
+	})
+}
+
+// A Manager whose call timer was made outside a synctest bubble still
+// bounds the calls it makes inside one (with a timer of their own: a
+// bubble's goroutines may not use a timer made outside it, nor the
+// reverse).
+func TestCallTimerAcrossBubble(t *testing.T) {
+	m := &Manager{cfg: config{callTimeout: 10 * time.Millisecond}}
+	c := m.newCall(context.Background())
+	_ = c.Done()
+	c.end()
+	synctest.Test(t, func(t *testing.T) {
+		c := m.newCall(context.Background())
+		done := c.Done()
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("a call in a bubble did not end at its deadline")
+		}
+	})
+	m.calls.idle()
+}

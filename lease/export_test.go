@@ -26,3 +26,19 @@ func TimerWakes(m *Manager) int {
 	defer m.timers.mu.Unlock()
 	return m.timers.wakes
 }
+
+// CallTimerArms returns how many times m's store calls made or reset the
+// one runtime timer that ends them at their deadlines.
+func CallTimerArms(m *Manager) int {
+	m.calls.mu.Lock()
+	defer m.calls.mu.Unlock()
+	return m.calls.arms
+}
+
+// PendingCalls returns how many store calls, ended or not, wait in m's
+// FIFO of call deadlines, and whether its timer is armed.
+func PendingCalls(m *Manager) (n int, armed bool) {
+	m.calls.mu.Lock()
+	defer m.calls.mu.Unlock()
+	return len(m.calls.q) - m.calls.head, !m.calls.armed.IsZero()
+}

@@ -28,6 +28,7 @@ type Manager struct {
 	cfg     config
 	started time.Time // anchor of the renewal grid
 	timers  timers
+	calls   callTimer // the deadlines of store calls
 
 	closing chan struct{} // closed by Close
 	wg      sync.WaitGroup
@@ -197,6 +198,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	go func() { releases.Wait(); m.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		m.calls.idle()
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("lease: close: %w", ctx.Err()))
 	}
