@@ -1,14 +1,16 @@
 -- acquire.lua: KEYS = the record key, the epoch key of its slot; ARGV =
--- contender, ttl ms, transition ms. The Store prepends LIFE (the server
--- life it loaded this text into), START (the latest instant that life can
--- have begun, server ms), GUARD (whether to hold mutexes back after a
--- possible loss of data), FAST (acquirefast.lua's pattern) and its
+-- contender, ttl + transition ms (the grant's span), transition ms and
+-- max(KEEP, span) ms (the record's expiry after a grant; see
+-- acquirefast.lua). The Store prepends LIFE (the server life it loaded
+-- this text into), START (the latest instant that life can have begun,
+-- server ms), GUARD (whether to hold mutexes back after a possible loss
+-- of data), FAST (acquirefast.lua's pattern) and its
 -- constants WIN, PUB and KEEP (see lib.lua).
 -- Returns {owner, token, ttl ms, transition ms}; owner "" when not granted
 -- (acquirefast.lua returns only the token of its grants: decodeAcquire).
-local c, ttl, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local c, span, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local win, cmd, keep = WIN, PUB, KEEP
-local span = ttl + tr
+local ttl = span - tr
 
 -- flushed returns until when a mutex without a record is held back for
 -- grants a FLUSHALL, FLUSHDB or SWAPDB may have wiped (0: not at all). The

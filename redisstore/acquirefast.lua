@@ -10,7 +10,10 @@
 -- captures only the counter, the last token and its owner.
 -- A grant here returns only its token (a string; the caller knows the
 -- rest), which costs the server less than the full script's array, and
--- the record is one concatenation, without a table. Not
+-- the record is one concatenation, without a table. The caller sends the
+-- grant's and the record's expiries ready-made (ARGV[2], ARGV[4]), so this
+-- path converts no duration between string and number: tonumber and
+-- string.format cost the server more than the rest of its Lua does. Not
 -- MGET for the record and the epoch key at once: MGET reads a value of
 -- another type as none, where GET fails (TestGarbageUnderOurKeys).
 if redis.replicate_commands then redis.replicate_commands() end
@@ -22,12 +25,11 @@ do
     if n and (owner == '' or tok ~= '0') then
       local base = string.sub(KEYS[1], 1, -3)
       if owner == '' or redis.call('PTTL', base .. ':g:' .. tok .. ':' .. owner) == -2 then
-        local c, ttl, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-        local span = ttl + tr
+        local c = ARGV[1]
         local t = string.format('%d', tonumber(n) + 1)
-        redis.call('SET', base .. ':g:' .. t .. ':' .. c, '1', 'PX', string.format('%d', span))
+        redis.call('SET', base .. ':g:' .. t .. ':' .. c, '1', 'PX', ARGV[2])
         redis.call('SET', KEYS[1], 's1\0' .. t .. '\0' .. LIFE .. '\0' .. t .. '\0' .. c .. '\0' .. ARGV[3] .. '\0\0' .. '0\0',
-          'PX', string.format('%d', math.max(KEEP, span)))
+          'PX', ARGV[4])
         return t
       end
     end
@@ -36,8 +38,7 @@ do
     -- µs. Unless the server is younger than a grant (START) or the epoch
     -- key is not there to say that no flush wiped grants since its
     -- writing (the full script's flushed), nothing holds the mutex back.
-    local c, ttl, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-    local span = ttl + tr
+    local c, span = ARGV[1], tonumber(ARGV[2])
     local clk = redis.call('TIME')
     local now = tonumber(clk[1]) * 1000 + math.floor(tonumber(clk[2]) / 1000)
     local free = not GUARD
@@ -47,9 +48,9 @@ do
     end
     if free then
       local t = string.format('%d', tonumber(clk[1]) * 1000000 + tonumber(clk[2]) + 1)
-      redis.call('SET', string.sub(KEYS[1], 1, -3) .. ':g:' .. t .. ':' .. c, '1', 'PX', string.format('%d', span))
+      redis.call('SET', string.sub(KEYS[1], 1, -3) .. ':g:' .. t .. ':' .. c, '1', 'PX', ARGV[2])
       redis.call('SET', KEYS[1], 's1\0' .. t .. '\0' .. LIFE .. '\0' .. t .. '\0' .. c .. '\0' .. ARGV[3] .. '\0\0' .. '0\0',
-        'PX', string.format('%d', math.max(KEEP, span)))
+        'PX', ARGV[4])
       return t
     end
   end

@@ -25,7 +25,8 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 	rk := s.recordKey(name)
 	ttlMS, trMS := ms(ttl), ms(transition)
 	a := []any{"evalsha", nil, 2, rk, s.epochOf(rk), // the SHA: runAcquire's
-		s.contenders.get(contender), s.durations.get(ttlMS), s.durations.get(trMS)}
+		s.contenders.get(contender), s.durations.get(ttlMS + trMS), s.durations.get(trMS),
+		s.durations.get(max(ms(s.cfg.keep), ttlMS+trMS))} // the expiries, made here: see acquirefast.lua
 	sent := time.Now()
 	v, acks, err := s.runAcquire(ctx, rk, a)
 	if err != nil {

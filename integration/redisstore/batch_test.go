@@ -102,6 +102,7 @@ func recordKeyOf(prefix, name string) string {
 type counter struct {
 	mu                           sync.Mutex
 	calls, pexpires, trips, args int
+	script                       []any // the words of the latest script call
 }
 
 func (n *counter) reset() {
@@ -115,6 +116,13 @@ func (n *counter) words() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.args
+}
+
+// lastScript returns the words of the latest script call counted.
+func (n *counter) lastScript() []any {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.script
 }
 
 func (n *counter) get() (int, int, int) {
@@ -132,6 +140,7 @@ func (n *counter) add(cmds []redis.Cmder) {
 		switch c.Name() {
 		case "evalsha", "eval":
 			n.calls++
+			n.script = c.Args()
 		case "pexpire":
 			n.pexpires++
 		}

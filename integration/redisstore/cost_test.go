@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,5 +176,60 @@ func TestFreeMutexLeavesOneKey(t *testing.T) {
 	}
 	if perName != n {
 		t.Errorf("%d keys for %d free names (%v), want one each", perName, n, keys)
+	}
+}
+
+// TestAcquireSendsExpiries: an acquire sends the expiries its grant
+// writes, in ms, ready-made (the grant key's, ttl + transition, and the
+// record's, the larger of the retention and that), so that the acquire
+// script's fast path converts no duration between string and number
+// (tonumber and string.format were a quarter of its Lua work). The keys
+// get those expiries, on a lock used before (the fast path's first
+// branch) and on a fresh one (its second), with the retention the longer
+// and the shorter (the restart guard off: it would hold the fresh lock of
+// the longer span back on a server this young).
+func TestAcquireSendsExpiries(t *testing.T) {
+	t.Parallel()
+	srv := privateRedis(t)
+	direct := dial(t, srv.Addr())
+	const keep = 2 * time.Second
+	n := &counter{}
+	c := dial(t, srv.Addr())
+	c.AddHook(n)
+	s := newStore(t, c, srv.KeyPrefix(), redisstore.WithRetention(keep), redisstore.WithRestartGuard(false))
+	for _, x := range []struct {
+		name          string
+		ttl, tr, span time.Duration
+		record        time.Duration
+	}{
+		{"short", 500 * time.Millisecond, 300 * time.Millisecond, 800 * time.Millisecond, keep},
+		{"long", 2 * time.Second, time.Second, 3 * time.Second, 3 * time.Second},
+	} {
+		for _, round := range []string{"fresh", "used"} {
+			rec, err := s.Acquire(bg, x.name, "a", x.ttl, x.tr)
+			if err != nil || !rec.Held("a") {
+				t.Fatalf("%s, %s: Acquire: %+v, %v", x.name, round, rec, err)
+			}
+			a := n.lastScript()
+			got := fmt.Sprint(a[max(len(a)-4, 0):])
+			want := fmt.Sprint([]any{"a", x.span.Milliseconds(), x.tr.Milliseconds(), x.record.Milliseconds()})
+			if len(a) != 9 || got != want {
+				t.Errorf("%s, %s: acquire sent %v, want its last arguments %s (contender, span, transition, the record's expiry)", x.name, round, a, want)
+			}
+			rk := recordKeyOf(srv.KeyPrefix(), x.name)
+			gk := strings.TrimSuffix(rk, ":r") + ":g:" + strconv.FormatUint(rec.Token, 10) + ":a"
+			for _, k := range []struct {
+				key string
+				exp time.Duration
+			}{{gk, x.span}, {rk, x.record}} {
+				d, err := direct.PTTL(bg, k.key).Result()
+				if err != nil || d > k.exp || d < k.exp-time.Second {
+					t.Errorf("%s, %s: PTTL %s = %v, %v; want about %v", x.name, round, k.key, d, err, k.exp)
+				}
+			}
+			if err := s.Release(bg, x.name, "a", rec.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
