@@ -65,9 +65,9 @@
 // and SQLite statements are prepared once per connection and kept (on
 // PostgreSQL pgx does it), so the server does not parse them on every
 // call, and with go-sql-driver/mysql each runs in one round trip whatever
-// the DSN's interpolateParams. On PostgreSQL a release whose grant was
-// made while nobody was queued runs a plain single-row update (the
-// server's cost of a statement bounds many clients' throughput); when
+// the DSN's interpolateParams. On PostgreSQL and MariaDB a release whose
+// grant was made while nobody was queued runs a plain single-row update
+// (the server's cost of a statement bounds many clients' throughput); when
 // someone queued since, it finds the queue and runs the full release
 // statement, which hands over: a second round trip, on that release
 // only.

@@ -36,7 +36,9 @@ const (
 // RETURNING, a grant is one round trip (the reply's insert id carries the
 // token) and a loss two (the upsert, then Get). Renew and release are one
 // conditional UPDATE each, judged by their affected-row count and insert
-// id, never by RowsAffected of an upsert.
+// id, never by RowsAffected of an upsert; on MariaDB the release of a
+// grant made while nobody was queued is a plain UPDATE (ReleaseIdle), and
+// Release only when that finds someone queued since.
 type myEngine struct {
 	db     dbtx
 	floor  *sync.Once // creates the token floor row before the first acquire
@@ -165,6 +167,16 @@ func (e myEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed, e
 const myReleased = 1
 
 func (e myEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
+	if a.on == nil && !a.crowded && a.token > 0 && e.flavor.Load() == flavorReturning {
+		// Granted while nobody was queued: the plain update ends it unless
+		// someone queued since (or it is not the current grant), which
+		// Release then sorts out. Only on MariaDB: on MySQL a grant does
+		// not read the queue back, so a crowded grant looks idle.
+		n, err := e.q.ReleaseIdle(ctx, e.db, mydb.ReleaseIdleParams{Mutex: []byte(a.mutex), OwnerID: []byte(a.owner), Token: a.token})
+		if err != nil || n > 0 {
+			return n > 0, err
+		}
+	}
 	var res sql.Result
 	var err error
 	if a.on != nil {

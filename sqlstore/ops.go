@@ -49,7 +49,7 @@ type releaseArgs struct {
 	token             int64     // 0: only withdraw from the queue
 	windowMs          int64     // the hand-off window
 	notify            bool      // PostgreSQL: NOTIFY the next waiter
-	crowded           bool      // PostgreSQL: others were queued when the grant was made
+	crowded           bool      // others were queued when the grant was made (PostgreSQL, MariaDB)
 	on                *sql.Conn // MySQL: the connection that holds owner's doorbell, to let it go too
 }
 

@@ -112,6 +112,22 @@ UPDATE simba_mutex SET
 WHERE mutex = sqlc.arg(mutex)
   AND (owner_id = sqlc.arg(owner_id) AND token = sqlc.arg(token) AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) OR LOCATE(CAST(sqlc.arg(wkey) AS BINARY), queue) > 0);
 
+-- name: ReleaseIdle :execrows
+-- Release for a grant made while nobody was queued: ends the live grant of
+-- owner_id with token when the queue is empty, as Release would (the
+-- mutex is free at once, the token column kept), in a plain single-row
+-- UPDATE without Release's queue arithmetic. 0 rows when the grant is not
+-- the current one or someone queued since: the caller then runs Release,
+-- which tells the two apart and hands over. version always changes, so the
+-- count is the same with or without clientFoundRows.
+UPDATE simba_mutex SET
+    version       = version + 1,
+    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
+    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
+    owner_id      = ''
+WHERE mutex = sqlc.arg(mutex) AND owner_id = sqlc.arg(owner_id) AND token = sqlc.arg(token)
+  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AND queue = '';
+
 -- name: ReleaseBells :execresult
 -- Release, run on the connection that holds owner_id's doorbell (its
 -- waiter's, kept while it holds the mutex): it also lets every named lock

@@ -517,6 +517,37 @@ func (q *Queries) ReleaseBells(ctx context.Context, db DBTX, arg ReleaseBellsPar
 	)
 }
 
+const ReleaseIdle = `-- name: ReleaseIdle :execrows
+UPDATE simba_mutex SET
+    version       = version + 1,
+    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
+    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
+    owner_id      = ''
+WHERE mutex = ? AND owner_id = ? AND token = ?
+  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AND queue = ''
+`
+
+type ReleaseIdleParams struct {
+	Mutex   []byte
+	OwnerID []byte
+	Token   int64
+}
+
+// Release for a grant made while nobody was queued: ends the live grant of
+// owner_id with token when the queue is empty, as Release would (the
+// mutex is free at once, the token column kept), in a plain single-row
+// UPDATE without Release's queue arithmetic. 0 rows when the grant is not
+// the current one or someone queued since: the caller then runs Release,
+// which tells the two apart and hands over. version always changes, so the
+// count is the same with or without clientFoundRows.
+func (q *Queries) ReleaseIdle(ctx context.Context, db DBTX, arg ReleaseIdleParams) (int64, error) {
+	result, err := db.ExecContext(ctx, ReleaseIdle, arg.Mutex, arg.OwnerID, arg.Token)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const Renew = `-- name: Renew :execresult
 UPDATE simba_mutex SET
     version       = version + 1
