@@ -111,9 +111,16 @@ const dataMagic = "simba2"
 
 // encode writes g as text: a version line, ttl and transition in
 // milliseconds, then the contender id (which may hold any byte but NUL,
-// so it comes last).
+// so it comes last), in one allocation: every Acquire that creates a
+// node encodes its grant.
 func (g grant) encode() []byte {
-	return fmt.Appendf(nil, "%s\n%d\n%d\n%s", dataMagic, g.ttl.Milliseconds(), g.transition.Milliseconds(), g.contender)
+	b := make([]byte, 0, len(dataMagic)+2*21+3+len(g.contender))
+	b = append(b, dataMagic+"\n"...)
+	b = strconv.AppendInt(b, g.ttl.Milliseconds(), 10)
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, g.transition.Milliseconds(), 10)
+	b = append(b, '\n')
+	return append(b, g.contender...)
 }
 
 // decodeGrant parses a node's data; errors wrap ErrCorrupt.
