@@ -127,7 +127,7 @@ func Run(ctx context.Context, s Servers, targets []Target, o Options) []Table {
 				t := targets[i]
 				one := func() {
 					start := time.Now()
-					r := measure(ctx, sc, env{t: t, s: s, holder: o.Holder})
+					r := measure(ctx, sc, env{t: t, s: s, holder: o.Holder, fresh: fmt.Sprintf("%s%d", sc.id, run)})
 					runs[i] = append(runs[i], r)
 					logf("%-4s %-24s %6.1fs  %s", sc.id, t.ID(), time.Since(start).Seconds(), summary(sc.cols, r))
 				}
