@@ -113,7 +113,8 @@
 // (the listing goes out right behind the create, which the server runs
 // first), Renew none (a listing after the queue
 // changed, to notice a node deleted by hand, and the first time when the
-// queue is not watched yet), Release 1 (delete), the Acquire of a waiter
+// queue is not watched yet), Release 1 (delete; a Release of a grant
+// this Store did not make 4: sync, list, read, delete), the Acquire of a waiter
 // whose turn came none (its subscription saw the turn come), a poll 1
 // (list) by the next in line and none by waiters further back, Get 3
 // (sync, list, read). A hand-off costs 1 on its way, the delete, when the

@@ -11,8 +11,10 @@ import (
 )
 
 // Release implements [lease.Store]: it deletes contender's node when it
-// holds the grant with token (one request), and any waiting node of
-// contender in every case. The next in line is woken by its watch.
+// holds the grant with token (one request when this Store made that
+// grant; otherwise a sync, a listing, and a read and a delete per node of
+// contender), and any waiting node of contender in every case. The next in
+// line is woken by its watch.
 func (s *Store) Release(ctx context.Context, name, contender string, token uint64) error {
 	if err := checkCall(name, contender, time.Millisecond, 0); err != nil {
 		return err
@@ -45,7 +47,16 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 	if err := s.settle(ctx, k); err != nil {
 		return fmt.Errorf("zkstore: release %q: %w", name, err)
 	}
-	q, err := s.list(ctx, s.dirOf(name))
+	// The grant named may be another session's (a process ending a grant
+	// behind its holder's back), created through another server: this
+	// Store's server, a follower, may not have applied it yet, and a
+	// listing there would not find it. The sync makes it catch up with
+	// the leader first, as Get does.
+	dir := s.dirOf(name)
+	if err := s.sync(ctx, dir); err != nil {
+		return fmt.Errorf("zkstore: release %q: %w", name, err)
+	}
+	q, err := s.list(ctx, dir)
 	if err != nil {
 		return fmt.Errorf("zkstore: release %q: %w", name, err)
 	}
