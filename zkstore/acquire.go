@@ -500,7 +500,10 @@ func (s *Store) isRetiring(p string) bool {
 func (s *Store) create(ctx context.Context, dir, prefix string, k nodeKey, g grant, start time.Time, mkdir bool) (*node, error) {
 	s.setDoubt(k, true)
 	for range rounds {
-		var n *node
+		var made struct { // one allocation: f's closure keeps it
+			n  node
+			ok bool // n is set
+		}
 		err := s.doThen(ctx, func() error {
 			before := s.sess.tap.state().sid
 			p, err := s.sess.conn.Create(prefix, g.encode(), zk.FlagEphemeral|zk.FlagSequence, s.acl)
@@ -519,9 +522,9 @@ func (s *Store) create(ctx context.Context, dir, prefix string, k nodeKey, g gra
 			hook := s.adoptHook
 			s.mu.Unlock()
 			if hook != nil {
-				hook(func() { n = s.adoptMade(k, p, before, czxid, g, start) })
+				hook(func() { made.n, made.ok = s.adoptMade(k, p, before, czxid, g, start) })
 			} else {
-				n = s.adoptMade(k, p, before, czxid, g, start)
+				made.n, made.ok = s.adoptMade(k, p, before, czxid, g, start)
 			}
 			return nil
 		}, s.beginCreate(k))
@@ -538,22 +541,25 @@ func (s *Store) create(ctx context.Context, dir, prefix string, k nodeKey, g gra
 		case err != nil:
 			return nil, err
 		}
-		return n, nil // nil: the session changed meanwhile; look again
+		if !made.ok {
+			return nil, nil // the session changed meanwhile; look again
+		}
+		return &made.n, nil
 	}
 	return nil, fmt.Errorf("the znode %s kept disappearing", dir)
 }
 
 // adoptMade makes the node a create made at p, with czxid, k's node, and
-// returns it, unless the session is no longer the one (before) in which
-// the create was sent.
-func (s *Store) adoptMade(k nodeKey, p string, before, czxid int64, g grant, start time.Time) *node {
+// returns it (ok), unless the session is no longer the one (before) in
+// which the create was sent.
+func (s *Store) adoptMade(k nodeKey, p string, before, czxid int64, g grant, start time.Time) (_ node, ok bool) {
 	sid := s.sess.tap.state().sid
 	if sid != before || sid == 0 {
-		return nil
+		return node{}, false
 	}
-	n := &node{path: p, session: sid, czxid: czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
-	s.adoptCreated(k, n)
-	return n
+	n := node{path: p, session: sid, czxid: czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
+	s.adoptCreated(k, &n) // copied
+	return n, true
 }
 
 // makeDir creates the container node dir, and the root above it.

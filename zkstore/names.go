@@ -23,21 +23,32 @@ const maxRoot = 1024
 // becomes %XX. The result holds no '.', '/', '-' or character ZooKeeper
 // refuses, so it is never "." or "..", and distinct inputs give distinct
 // outputs ('%' itself is escaped). Names stay readable for operators.
-// A name with nothing to escape is returned as is, and any other is
-// written in one allocation: every call escapes its lock's name.
+// A name with nothing to escape is returned as is.
 func escape(s string) string {
-	const hex = "0123456789ABCDEF"
+	n := escapedLen(s)
+	if n == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(n)
+	writeEscaped(&b, s)
+	return b.String()
+}
+
+// escapedLen returns the length of escape(s).
+func escapedLen(s string) int {
 	n := len(s)
 	for i := 0; i < len(s); i++ {
 		if !plain(s[i]) {
 			n += 2
 		}
 	}
-	if n == len(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(n)
+	return n
+}
+
+// writeEscaped writes escape(s) to b.
+func writeEscaped(b *strings.Builder, s string) {
+	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if plain(c) {
@@ -48,6 +59,17 @@ func escape(s string) string {
 		b.WriteByte(hex[c>>4])
 		b.WriteByte(hex[c&15])
 	}
+}
+
+// childPath returns dir + "/" + escape(name) + suffix, in one allocation:
+// every call builds its lock's znode path, and every create its node's.
+func childPath(dir, name, suffix string) string {
+	var b strings.Builder
+	b.Grow(len(dir) + 1 + escapedLen(name) + len(suffix))
+	b.WriteString(dir)
+	b.WriteByte('/')
+	writeEscaped(&b, name)
+	b.WriteString(suffix)
 	return b.String()
 }
 
@@ -111,14 +133,13 @@ func unhex(c byte) (byte, bool) {
 func splitRoot(root string) []string { return strings.Split(root[1:], "/") }
 
 // dirOf returns the znode under which contenders for lock queue.
-func (s *Store) dirOf(name string) string { return s.root + "/" + escape(name) }
+func (s *Store) dirOf(name string) string { return childPath(s.root, name, "") }
 
 // nodePrefix is the path contender's nodes in the lock znode dir are
 // created at, before the sequence number the server appends: the
 // escaped id and a '-', which escape never emits, so the last '-' of a
-// node name always starts its sequence number. One allocation, once per
-// create.
-func nodePrefix(dir, contender string) string { return dir + "/" + escape(contender) + "-" }
+// node name always starts its sequence number.
+func nodePrefix(dir, contender string) string { return childPath(dir, contender, "-") }
 
 // child is one node of a lock's queue.
 type child struct {

@@ -69,6 +69,9 @@ func TestParseChildSame(t *testing.T) {
 	}
 }
 
+// sink keeps what a test builds on the heap, as the Store's callers do.
+var sink string
+
 // TestNamesAllocs (issue 19): a plain lock name and contender id are
 // escaped, and a node name parsed, with no allocation; an escaped one in
 // one.
@@ -82,6 +85,8 @@ func TestNamesAllocs(t *testing.T) {
 		{"escape", 1, func() { _ = escape("bench/cycle") }},
 		{"parseChild plain", 0, func() { _, _ = parseChild("worker_7-0000000042") }},
 		{"parseChild", 1, func() { _, _ = parseChild("bench%2Fcycle-0000000042") }},
+		{"dirOf", 1, func() { sink = (&Store{root: "/simba"}).dirOf("bench/cycle") }},
+		{"nodePrefix", 1, func() { sink = nodePrefix("/simba/bench%2Fcycle", "worker 7") }},
 		{"newQueue", 1, func() { _ = newQueue("/simba/x", []string{"b-0000000002", "a-0000000001"}) }},
 	} {
 		if n := testing.AllocsPerRun(100, c.f); n != c.want {
