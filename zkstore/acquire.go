@@ -281,7 +281,7 @@ func (s *Store) enqueue(ctx context.Context, k nodeKey, g grant, start time.Time
 		return nil, q, nil, err
 	}
 	if n == nil {
-		if n, err = s.create(ctx, dir, k, g, start, true); err != nil || n == nil {
+		if n, err = s.create(ctx, dir, nodePrefix(dir, k.contender), k, g, start, true); err != nil || n == nil {
 			return nil, q, nil, err
 		}
 	}
@@ -315,57 +315,71 @@ func (s *Store) createListed(ctx context.Context, dir string, k nodeKey, g grant
 // createListedOnce is createListed; without mkdir, a missing lock znode
 // fails it with errNoDir.
 func (s *Store) createListedOnce(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, watch, mkdir bool) (*node, queue, <-chan zk.Event, error) {
-	type listing struct {
-		names []string
-		w     <-chan zk.Event
-		err   error
-	}
-	sent, stop := s.sess.tap.awaitCreate(dir + "/" + prefixOf(k.contender))
-	created := make(chan struct{})
-	var made atomic.Bool // set before created is closed
-	res := make(chan listing, 1)
-	go func() {
-		defer stop()
-		select {
-		case <-sent:
-		case <-created: // a connection the tap cannot follow, or a failed create
-			if !made.Load() {
-				res <- listing{err: errNotCreated}
-				return
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			res <- listing{err: err}
-			return
-		}
-		s.trips.Add(1)
-		var l listing
-		if watch {
-			l.names, _, l.w, l.err = s.sess.conn.ChildrenW(dir)
-		} else {
-			l.names, _, l.err = s.sess.conn.Children(dir)
-		}
-		res <- l
-	}()
-	n, err := s.create(ctx, dir, k, g, start, mkdir)
-	made.Store(err == nil && n != nil)
-	close(created)
+	prefix := nodePrefix(dir, k.contender)
+	l := &createListing{wait: sendWait{path: prefix, sent: make(chan struct{})},
+		created: make(chan struct{}), done: make(chan struct{})}
+	s.sess.tap.awaitCreate(&l.wait)
+	go s.listAfterCreate(ctx, l, dir, watch)
+	n, err := s.create(ctx, dir, prefix, k, g, start, mkdir)
+	l.made.Store(err == nil && n != nil)
+	close(l.created)
 	if err != nil || n == nil {
 		return nil, queue{}, nil, err // the listing ends in the background
 	}
-	var l listing
 	select {
-	case l = <-res:
+	case <-l.done:
 	case <-ctx.Done():
 		return nil, queue{}, nil, context.Cause(ctx)
 	}
 	if l.err == nil {
 		q := newQueue(dir, l.names)
-		if cur, _ := s.current(k); cur != nil && cur.path == n.path && q.has(path.Base(n.path)) {
-			return cur, q, l.w, nil
+		if cur, _, ok := s.lookup(k); ok && cur.path == n.path && q.has(path.Base(n.path)) {
+			*n = cur // n is create's copy, the caller's alone
+			return n, q, l.w, nil
 		}
 	}
 	return s.listed(ctx, dir, k, watch) // it went out before the create, or failed
+}
+
+// createListing is what createListedOnce shares with the goroutine that
+// lists the queue behind its create, in one allocation (and a channel
+// each for the create's request written, its call returned and the
+// listing done): every Acquire of a free lock makes one.
+type createListing struct {
+	wait    sendWait      // for the create's request to be written
+	created chan struct{} // closed once the create returned
+	made    atomic.Bool   // the create made the node; set before created is closed
+
+	// The listing, set before done is closed.
+	names []string
+	w     <-chan zk.Event
+	err   error
+	done  chan struct{}
+}
+
+// listAfterCreate lists (with watch set, and watches) the queue of dir as
+// soon as l's create request was written, unless the create fails first.
+func (s *Store) listAfterCreate(ctx context.Context, l *createListing, dir string, watch bool) {
+	defer close(l.done)
+	defer s.sess.tap.stopWait(&l.wait)
+	select {
+	case <-l.wait.sent:
+	case <-l.created: // a connection the tap cannot follow, or a failed create
+		if !l.made.Load() {
+			l.err = errNotCreated
+			return
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		l.err = err
+		return
+	}
+	s.trips.Add(1)
+	if watch {
+		l.names, _, l.w, l.err = s.sess.conn.ChildrenW(dir)
+	} else {
+		l.names, _, l.err = s.sess.conn.Children(dir)
+	}
 }
 
 // watchQueueNow reports whether an Acquire's listing of dir watches the
@@ -476,20 +490,23 @@ func (s *Store) isRetiring(p string) bool {
 	return ok
 }
 
-// create adds a node for contender to the queue of dir, making the dir (a
-// container node, which the server removes when it is empty) and the root
-// as needed (with mkdir set; without, a missing dir fails it with
+// create adds a node for contender to the queue of dir (at prefix, see
+// nodePrefix), making the dir (a container node, which the server
+// removes when it is empty) and the root as needed (with mkdir set; without, a missing dir fails it with
 // errNoDir). Until its reply arrives, a node may exist unknown to the
 // Store: the next Acquire looks for it before creating another (I7). A
 // reply that comes after the caller gave up still records the node, which
 // the watchdog removes unless an Acquire comes for it.
-func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, start time.Time, mkdir bool) (*node, error) {
+func (s *Store) create(ctx context.Context, dir, prefix string, k nodeKey, g grant, start time.Time, mkdir bool) (*node, error) {
 	s.setDoubt(k, true)
 	for range rounds {
-		var n *node
+		var made struct { // one allocation: f's closure keeps it
+			n  node
+			ok bool // n is set
+		}
 		err := s.doThen(ctx, func() error {
 			before := s.sess.tap.state().sid
-			p, err := s.sess.conn.Create(dir+"/"+prefixOf(k.contender), g.encode(), zk.FlagEphemeral|zk.FlagSequence, s.acl)
+			p, err := s.sess.conn.Create(prefix, g.encode(), zk.FlagEphemeral|zk.FlagSequence, s.acl)
 			if err != nil {
 				return err
 			}
@@ -501,19 +518,13 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 				}
 				czxid = st.Czxid
 			}
-			adopt := func() {
-				if sid := s.sess.tap.state().sid; sid == before && sid != 0 {
-					n = &node{path: p, session: sid, czxid: czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
-					s.adoptCreated(k, n)
-				}
-			}
 			s.mu.Lock()
 			hook := s.adoptHook
 			s.mu.Unlock()
 			if hook != nil {
-				hook(adopt)
+				hook(func() { made.n, made.ok = s.adoptMade(k, p, before, czxid, g, start) })
 			} else {
-				adopt()
+				made.n, made.ok = s.adoptMade(k, p, before, czxid, g, start)
 			}
 			return nil
 		}, s.beginCreate(k))
@@ -530,9 +541,25 @@ func (s *Store) create(ctx context.Context, dir string, k nodeKey, g grant, star
 		case err != nil:
 			return nil, err
 		}
-		return n, nil // nil: the session changed meanwhile; look again
+		if !made.ok {
+			return nil, nil // the session changed meanwhile; look again
+		}
+		return &made.n, nil
 	}
 	return nil, fmt.Errorf("the znode %s kept disappearing", dir)
+}
+
+// adoptMade makes the node a create made at p, with czxid, k's node, and
+// returns it (ok), unless the session is no longer the one (before) in
+// which the create was sent.
+func (s *Store) adoptMade(k nodeKey, p string, before, czxid int64, g grant, start time.Time) (_ node, ok bool) {
+	sid := s.sess.tap.state().sid
+	if sid != before || sid == 0 {
+		return node{}, false
+	}
+	n := node{path: p, session: sid, czxid: czxid, g: g, due: start.Add(g.ttl + g.transition + waitGrace)}
+	s.adoptCreated(k, &n) // copied
+	return n, true
 }
 
 // makeDir creates the container node dir, and the root above it.

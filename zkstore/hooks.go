@@ -17,7 +17,8 @@ func init() {
 	testhooks.ZKLoseCreateReply = func(ctx context.Context, st any, mutex, contender string, ttl, transition time.Duration) error {
 		s := st.(*Store)
 		k := nodeKey{mutex, contender}
-		_, err := s.create(ctx, s.dirOf(mutex), k, grant{contender: contender, ttl: ttl, transition: transition}, time.Now(), true)
+		dir := s.dirOf(mutex)
+		_, err := s.create(ctx, dir, nodePrefix(dir, contender), k, grant{contender: contender, ttl: ttl, transition: transition}, time.Now(), true)
 		s.forget(k, "")
 		s.setDoubt(k, true)
 		return err
@@ -79,9 +80,11 @@ func init() {
 	}
 	testhooks.ZKBeforeRequest = func(st any, f func(start func() bool)) {
 		s := st.(*Store)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.beforeRequest = f
+		if f == nil {
+			s.beforeRequest.Store(nil)
+			return
+		}
+		s.beforeRequest.Store(&f)
 	}
 	testhooks.ZKSubscribed = func(st any, mutex, contender string) bool {
 		s := st.(*Store)

@@ -23,13 +23,35 @@ const maxRoot = 1024
 // becomes %XX. The result holds no '.', '/', '-' or character ZooKeeper
 // refuses, so it is never "." or "..", and distinct inputs give distinct
 // outputs ('%' itself is escaped). Names stay readable for operators.
+// A name with nothing to escape is returned as is.
 func escape(s string) string {
-	const hex = "0123456789ABCDEF"
+	n := escapedLen(s)
+	if n == len(s) {
+		return s
+	}
 	var b strings.Builder
-	b.Grow(len(s))
+	b.Grow(n)
+	writeEscaped(&b, s)
+	return b.String()
+}
+
+// escapedLen returns the length of escape(s).
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if !plain(s[i]) {
+			n += 2
+		}
+	}
+	return n
+}
+
+// writeEscaped writes escape(s) to b.
+func writeEscaped(b *strings.Builder, s string) {
+	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '~' {
+		if plain(c) {
 			b.WriteByte(c)
 			continue
 		}
@@ -37,41 +59,87 @@ func escape(s string) string {
 		b.WriteByte(hex[c>>4])
 		b.WriteByte(hex[c&15])
 	}
+}
+
+// childPath returns dir + "/" + escape(name) + suffix, in one allocation:
+// every call builds its lock's znode path, and every create its node's.
+func childPath(dir, name, suffix string) string {
+	var b strings.Builder
+	b.Grow(len(dir) + 1 + escapedLen(name) + len(suffix))
+	b.WriteString(dir)
+	b.WriteByte('/')
+	writeEscaped(&b, name)
+	b.WriteString(suffix)
 	return b.String()
 }
 
-// unescape inverts escape; ok is false for text escape cannot produce.
-func unescape(s string) (string, bool) {
-	var b strings.Builder
+// plain reports whether escape keeps c as it is.
+func plain(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '~'
+}
+
+// unescape inverts escape: ok is false for text escape cannot produce
+// (so escape(id) == s whenever ok). Text without escapes is returned as
+// is: listings parse every node's name.
+func unescape(s string) (id string, ok bool) {
+	n := 0 // escapes
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '%' {
-			b.WriteByte(c)
+		switch c := s[i]; {
+		case c == '%':
+			if i+2 >= len(s) {
+				return "", false
+			}
+			v, ok1 := unhex(s[i+1])
+			w, ok2 := unhex(s[i+2])
+			if !ok1 || !ok2 || plain(v<<4|w) {
+				return "", false
+			}
+			n++
+			i += 2
+		case !plain(c):
+			return "", false
+		}
+	}
+	if n == 0 {
+		return s, true
+	}
+	var b strings.Builder
+	b.Grow(len(s) - 2*n)
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
 			continue
 		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(v))
+		v, _ := unhex(s[i+1])
+		w, _ := unhex(s[i+2])
+		b.WriteByte(v<<4 | w)
 		i += 2
 	}
 	return b.String(), true
+}
+
+// unhex reads one upper-case hex digit, as escape writes them.
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // splitRoot returns the elements of a valid root path.
 func splitRoot(root string) []string { return strings.Split(root[1:], "/") }
 
 // dirOf returns the znode under which contenders for lock queue.
-func (s *Store) dirOf(name string) string { return s.root + "/" + escape(name) }
+func (s *Store) dirOf(name string) string { return childPath(s.root, name, "") }
 
-// prefixOf is the name of contender's nodes before the sequence number
-// the server appends: the escaped id and a '-', which escape never emits,
-// so the last '-' of a node name always starts its sequence number.
-func prefixOf(contender string) string { return escape(contender) + "-" }
+// nodePrefix is the path contender's nodes in the lock znode dir are
+// created at, before the sequence number the server appends: the
+// escaped id and a '-', which escape never emits, so the last '-' of a
+// node name always starts its sequence number.
+func nodePrefix(dir, contender string) string { return childPath(dir, contender, "-") }
 
 // child is one node of a lock's queue.
 type child struct {
@@ -90,8 +158,8 @@ func parseChild(name string) (child, bool) {
 	if err != nil || seq < 0 {
 		return child{}, false
 	}
-	id, ok := unescape(name[:i])
-	if !ok || id == "" || escape(id) != name[:i] { // only names escape writes
+	id, ok := unescape(name[:i]) // only names escape writes
+	if !ok || id == "" {
 		return child{}, false
 	}
 	return child{name: name, contender: id, seq: seq}, true

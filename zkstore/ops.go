@@ -1,11 +1,12 @@
 package zkstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path"
-	"sort"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -35,53 +36,76 @@ func (s *Store) do(ctx context.Context, f func() error) error {
 // doThen is do, calling then (unless nil) once f has returned or once it
 // is sure that f never runs, whichever way do itself returned.
 func (s *Store) doThen(ctx context.Context, f func() error, then func()) error {
-	if then == nil {
-		then = func() {}
-	}
-	const (
-		waiting = iota
-		running
-		abandoned
-	)
 	if err := ctx.Err(); err != nil {
-		then()
+		if then != nil {
+			then()
+		}
 		return err
 	}
 	s.trips.Add(1)
 	if ctx.Done() == nil {
-		defer then()
+		if then != nil {
+			defer then()
+		}
 		return f()
 	}
-	var gate atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		started := false
-		start := func() bool {
-			started = gate.CompareAndSwap(waiting, running)
-			return started
-		}
-		s.mu.Lock()
-		hook := s.beforeRequest
-		s.mu.Unlock()
-		if hook != nil {
-			hook(start)
-		} else {
-			start()
-		}
-		if !started {
-			return // the caller gave up first, and called then
-		}
-		defer then()
-		done <- f()
-	}()
+	// One allocation carries what the caller and f's goroutine share (and
+	// the goroutine's closure and done another each): every request of a
+	// cancellable call comes here.
+	r := &request{f: f, then: then, done: make(chan struct{})}
+	go r.run(s.beforeRequest.Load())
 	select {
-	case err := <-done:
-		return err
+	case <-r.done:
+		return r.err
 	case <-ctx.Done():
-		if gate.CompareAndSwap(waiting, abandoned) {
-			then() // f never runs
+		if r.gate.CompareAndSwap(reqWaiting, reqAbandoned) {
+			r.finish() // f never runs
 		}
 		return context.Cause(ctx)
+	}
+}
+
+// The states of a request's gate: f runs only if its goroutine moves the
+// gate from waiting to running before the caller, giving up, moves it to
+// abandoned.
+const (
+	reqWaiting = iota
+	reqRunning
+	reqAbandoned
+)
+
+// request is one call of f by doThen in a goroutine of its own.
+type request struct {
+	f    func() error
+	then func()
+	gate atomic.Int32
+	err  error         // f's, written before done is closed
+	done chan struct{} // closed once f returned (never when it did not run)
+}
+
+// run is the request's goroutine: hook, a test's (see hooks.go), decides
+// when it starts, or nil.
+func (r *request) run(hook *func(start func() bool)) {
+	if hook != nil {
+		(*hook)(r.start)
+	} else {
+		r.start()
+	}
+	if r.gate.Load() != reqRunning {
+		return // the caller gave up first, and called then
+	}
+	defer r.finish()
+	r.err = r.f()
+	close(r.done)
+}
+
+// start moves the gate to running, unless the caller gave up first.
+func (r *request) start() bool { return r.gate.CompareAndSwap(reqWaiting, reqRunning) }
+
+// finish calls then, if any.
+func (r *request) finish() {
+	if r.then != nil {
+		r.then()
 	}
 }
 
@@ -135,13 +159,13 @@ func (s *Store) listW(ctx context.Context, dir string, watch bool) (queue, <-cha
 }
 
 func newQueue(dir string, names []string) queue {
-	q := queue{dir: dir}
+	q := queue{dir: dir, kids: make([]child, 0, len(names))}
 	for _, n := range names {
 		if c, ok := parseChild(n); ok {
 			q.kids = append(q.kids, c)
 		}
 	}
-	sort.Slice(q.kids, func(i, j int) bool { return q.kids[i].seq < q.kids[j].seq })
+	slices.SortFunc(q.kids, func(a, b child) int { return cmp.Compare(a.seq, b.seq) })
 	return q
 }
 

@@ -20,7 +20,7 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 		return err
 	}
 	k := nodeKey{name, contender}
-	if n, _ := s.current(k); n != nil && n.held && uint64(n.czxid) == token && token != 0 {
+	if n, _, ok := s.lookup(k); ok && n.held && uint64(n.czxid) == token && token != 0 {
 		// The common case: our own grant. It is no grant from now on.
 		s.kill(k, n.path)
 		err := s.remove(ctx, n.path)
@@ -30,15 +30,15 @@ func (s *Store) Release(ctx context.Context, name, contender string, token uint6
 			s.endedHold(path.Dir(n.path), n.renewed)
 			return nil
 		case !gone(err):
-			s.retireLater(k, *n)
+			s.retireLater(k, n)
 			return fmt.Errorf("zkstore: release %q: %w", name, err)
 		}
 		s.forget(k, n.path) // gone already: its session ended
-	} else if n != nil && !n.held && token == 0 && !s.inDoubt(k) {
+	} else if ok && !n.held && token == 0 && !s.inDoubt(k) {
 		// A waiter withdraws its own node: one request.
 		s.kill(k, n.path)
 		if err := s.remove(ctx, n.path); err != nil && !gone(err) {
-			s.retireLater(k, *n)
+			s.retireLater(k, n)
 			return fmt.Errorf("zkstore: release %q: %w", name, err)
 		}
 		s.forget(k, n.path)

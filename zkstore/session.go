@@ -158,7 +158,7 @@ type tap struct {
 	// Waiters for a create request to be written, by the path it asks
 	// for (see awaitCreate); awaiting counts them, so that the writer
 	// reads a create's path only when someone waits.
-	sendWaits map[string][]chan struct{}
+	sendWaits map[string]*sendWait
 	awaiting  atomic.Int32
 }
 
@@ -167,7 +167,7 @@ type tap struct {
 const maxCreates = 256
 
 func newTap() *tap {
-	return &tap{changed: make(chan struct{}), ready: make(chan struct{}), creates: map[string]int64{}, sendWaits: map[string][]chan struct{}{}}
+	return &tap{changed: make(chan struct{}), ready: make(chan struct{}), creates: map[string]int64{}, sendWaits: map[string]*sendWait{}}
 }
 
 // sessionState is a snapshot of a tap.
@@ -272,44 +272,66 @@ func (t *tap) takeCreate(path string) (int64, bool) {
 	return z, ok
 }
 
-// awaitCreate returns a channel closed once a create request of path (the
-// path asked for, before a sequence number is added) is written to the
-// conn, and a function to call when no longer waiting. A request queued
-// on the conn after that goes out behind the create, on the same
-// connection or a later one.
-func (t *tap) awaitCreate(path string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	t.mu.Lock()
-	t.sendWaits[path] = append(t.sendWaits[path], ch)
-	t.mu.Unlock()
-	t.awaiting.Add(1)
-	return ch, func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		ws := t.sendWaits[path]
-		for i, w := range ws {
-			if w == ch {
-				t.sendWaits[path] = append(ws[:i:i], ws[i+1:]...)
-				if len(t.sendWaits[path]) == 0 {
-					delete(t.sendWaits, path)
-				}
-				t.awaiting.Add(-1)
-				return
-			}
-		}
-	}
+// sendWait waits for a create request of path (the path asked for,
+// before a sequence number is added) to be written to the conn: sent is
+// closed then. A request queued on the conn after that goes out behind
+// the create, on the same connection or a later one.
+type sendWait struct {
+	path string
+	sent chan struct{}
+	next *sendWait // the next waiter for the same path
 }
 
-// createSent wakes the waiters for a create request of path.
-func (t *tap) createSent(path string) {
+// awaitCreate registers w (see sendWait); call stopWait once no longer
+// waiting.
+func (t *tap) awaitCreate(w *sendWait) {
+	t.mu.Lock()
+	w.next = t.sendWaits[w.path]
+	t.sendWaits[w.path] = w
+	t.mu.Unlock()
+	t.awaiting.Add(1)
+}
+
+// stopWait unregisters w, unless its create was written already.
+func (t *tap) stopWait(w *sendWait) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ws := t.sendWaits[path]
-	delete(t.sendWaits, path)
-	for _, w := range ws {
-		close(w)
+	head := t.sendWaits[w.path]
+	switch {
+	case head == w && w.next == nil:
+		delete(t.sendWaits, w.path)
+	case head == w:
+		t.sendWaits[w.path] = w.next
+	default:
+		p := head
+		for p != nil && p.next != w {
+			p = p.next
+		}
+		if p == nil {
+			return // woken already
+		}
+		p.next = w.next
 	}
-	t.awaiting.Add(-int32(len(ws)))
+	w.next = nil
+	t.awaiting.Add(-1)
+}
+
+// createSent wakes the waiters for a create request of path (the
+// request's bytes, read in place: no copy is made of the path).
+func (t *tap) createSent(path []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ws := t.sendWaits[string(path)]
+	delete(t.sendWaits, string(path))
+	n := int32(0)
+	for w := ws; w != nil; {
+		next := w.next
+		w.next = nil
+		close(w.sent)
+		n++
+		w = next
+	}
+	t.awaiting.Add(-n)
 }
 
 func (t *tap) close() {

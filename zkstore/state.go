@@ -44,25 +44,36 @@ func (ks *keyState) kickLocked() {
 // session that is not being deleted, and the session's state. A node of
 // an ended session is forgotten: the server deleted it.
 func (s *Store) current(k nodeKey) (*node, sessionState) {
+	c, st, ok := s.lookup(k)
+	if !ok {
+		return nil, st
+	}
+	p := new(node) // not &c: c would be on the heap even when there is none
+	*p = c
+	return p, st
+}
+
+// lookup is current, returning the copy by value (ok: there is one), for
+// callers that keep it no longer than they run: it allocates nothing.
+func (s *Store) lookup(k nodeKey) (node, sessionState, bool) {
 	st := s.sess.tap.state()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ks := s.keys[k]
 	if ks == nil || ks.n == nil {
-		return nil, st
+		return node{}, st, false
 	}
 	if ks.n.session != st.sid || st.sid == 0 {
 		ks.n = nil
 		ks.kickLocked()
 		s.tidyLocked(k)
 		s.idleLocked()
-		return nil, st
+		return node{}, st, false
 	}
 	if ks.n.dead {
-		return nil, st
+		return node{}, st, false
 	}
-	c := *ks.n
-	return &c, st
+	return *ks.n, st, true
 }
 
 // dying returns k's node if this Store is deleting it.

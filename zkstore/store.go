@@ -36,10 +36,10 @@ type Store struct {
 
 	trips atomic.Int64 // requests sent, for tests and benchmarks
 
-	afterQueueRead func()                  // a test's (hooks.go), guarded by mu
-	adoptHook      func(adopt func())      // a test's (hooks.go), guarded by mu
-	retireGate     chan struct{}           // a test's (hooks.go): retires wait until it closes; guarded by mu
-	beforeRequest  func(start func() bool) // a test's (hooks.go): do's goroutine calls it instead of start; guarded by mu
+	afterQueueRead func()                                  // a test's (hooks.go), guarded by mu
+	adoptHook      func(adopt func())                      // a test's (hooks.go), guarded by mu
+	retireGate     chan struct{}                           // a test's (hooks.go): retires wait until it closes; guarded by mu
+	beforeRequest  atomic.Pointer[func(start func() bool)] // a test's (hooks.go): do's goroutine calls it instead of start
 }
 
 // nodeKey names one contender's interest in one lock.

@@ -123,7 +123,7 @@ func (c *tapConn) outgoing(b []byte) []byte {
 				c.pmu.Unlock()
 				if c.t.awaiting.Load() > 0 && n >= 16 {
 					if pl := int(int32(binary.BigEndian.Uint32(f[12:]))); pl >= 0 && 16+pl <= n {
-						c.t.createSent(string(f[16 : 16+pl]))
+						c.t.createSent(f[16 : 16+pl])
 					}
 				}
 			}

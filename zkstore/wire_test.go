@@ -119,10 +119,14 @@ func TestTapWire(t *testing.T) {
 		}
 	}
 
-	other, stopOther := tp.awaitCreate("/a/c-")
-	defer stopOther()
-	sent, stop := tp.awaitCreate("/a/b-")
-	defer stop()
+	otherWait := &sendWait{path: "/a/c-", sent: make(chan struct{})}
+	tp.awaitCreate(otherWait)
+	defer tp.stopWait(otherWait)
+	other := otherWait.sent
+	wait := &sendWait{path: "/a/b-", sent: make(chan struct{})}
+	tp.awaitCreate(wait)
+	defer tp.stopWait(wait)
+	sent := wait.sent
 	create := frame(int32(5), int32(opCreate), "/a/b-", "", int32(0), int32(3))
 	write(create)
 	if got := srv.read(len(create)); !bytes.Equal(got, create) {
