@@ -3,8 +3,6 @@ package zkstore_test
 import (
 	"testing"
 	"time"
-
-	"github.com/simba-go/simba/integration/testserver"
 )
 
 // TestReleaseBySessionThatDidNotCreateSyncs: a Release through a Store
@@ -20,11 +18,9 @@ import (
 // delete.
 func TestReleaseBySessionThatDidNotCreateSyncs(t *testing.T) {
 	t.Parallel()
-	srv := testserver.ZooKeeper(t)
-	holder := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
-	other := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
-	ctx := t.Context()
 	const name, ttl, transition = "release/other-session", 4 * time.Second, 2 * time.Second
+	srv, holder, other := twoStores(t, name)
+	ctx := t.Context()
 	g, err := holder.Acquire(ctx, name, "h", ttl, transition)
 	if err != nil || !g.Held("h") {
 		t.Fatalf("Acquire = %+v, %v", g, err)
@@ -39,7 +35,5 @@ func TestReleaseBySessionThatDidNotCreateSyncs(t *testing.T) {
 	if n := trips(other) - before; n != 4 {
 		t.Errorf("Release through another Store sent %d requests, want 4 (sync, list, read, delete): without the sync a follower behind the leader lists no node", n)
 	}
-	if rec, err := other.Get(ctx, name); err != nil || rec.OwnerID != "" {
-		t.Errorf("Get after the release = %+v, %v; want free", rec, err)
-	}
+	wantNoNodes(t, holder, other, srv, name, "after the release through another Store")
 }
