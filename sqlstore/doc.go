@@ -70,7 +70,9 @@
 // (the server's cost of a statement bounds many clients' throughput); when
 // someone queued since, it finds the queue and runs the full release
 // statement, which hands over: a second round trip, on that release
-// only.
+// only. On PostgreSQL a grant to a contender that waited for it (under
+// contention, the one it took the lock from queues again meanwhile) goes
+// to the full release statement at once.
 //
 // # Fair hand-off
 //

@@ -49,7 +49,7 @@ type releaseArgs struct {
 	token             int64     // 0: only withdraw from the queue
 	windowMs          int64     // the hand-off window
 	notify            bool      // PostgreSQL: NOTIFY the next waiter
-	crowded           bool      // others were queued when the grant was made (PostgreSQL, MariaDB)
+	crowded           bool      // others were queued when the grant was made, or (PostgreSQL) it went to a waiter (PostgreSQL, MariaDB)
 	on                *sql.Conn // MySQL: the connection that holds owner's doorbell, to let it go too
 }
 
@@ -154,7 +154,12 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 	case rec.Held(contender):
 		s.waits.remove(name, contender)
 		crowded := r.queue.live(r.now)
-		if crowded {
+		// A contender that waited for its grant took it from someone
+		// who, under contention, queues again while it holds (two
+		// contenders alternating): its release goes straight to the
+		// statement that hands over, instead of one that would only
+		// find the queue first.
+		if crowded || s.waitedCrowds && a.waitMs > 0 {
 			s.crowded.add(name, contender)
 		} else {
 			s.crowded.remove(name, contender)

@@ -83,9 +83,10 @@ func (e pgEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed, e
 
 func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 	if a.token > 0 && !a.crowded {
-		// Nobody was queued at the grant: most likely nobody is now, and
-		// ReleaseIdle, a plain update, does what Release would. When it
-		// finds someone queued (or the grant gone), Release decides.
+		// Nobody was queued at the grant, which did not go to a waiter:
+		// most likely nobody is queued now, and ReleaseIdle, a plain
+		// update, does what Release would. When it finds someone queued
+		// (or the grant gone), Release decides.
 		_, err := e.q.ReleaseIdle(ctx, e.db, pgdb.ReleaseIdleParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token})
 		if err == nil {
 			return true, nil

@@ -42,6 +42,9 @@ type Store struct {
 	pruner  *pruner
 	stmts   *prepared // MySQL, SQLite: the statements prepared once per connection
 	tag     string    // PostgreSQL: the first letters of this Store's queue keys
+	// waitedCrowds: a grant to a contender that waited (it watched the
+	// lock) counts as crowded too (PostgreSQL).
+	waitedCrowds bool
 }
 
 // tagLen is the length of a PostgreSQL Store's tag.
@@ -65,6 +68,7 @@ func NewPostgres(db *sql.DB, opts ...Option) (*Store, error) {
 	channel := channelName(c.table)
 	s := newStore(c, pgEngine{db: rewrite(db, c.table), channel: channel}, "postgres")
 	s.tag = newTag(tagLen)
+	s.waitedCrowds = true
 	if c.push {
 		s.hub = &hub{pool: db, linger: listenLinger}
 		s.hub.backend = &listener{db: db, channel: channel + "_" + s.tag, hub: s.hub, log: c.logger}

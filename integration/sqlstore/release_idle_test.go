@@ -40,18 +40,10 @@ func (q *namedQueries) take() map[string]int {
 	return n
 }
 
-// TestReleaseIdleStatement (issue 18): on PostgreSQL the release of a grant
-// made while nobody was queued runs ReleaseIdle, a plain single-row update,
-// instead of the Release statement (two updates, the queue rebuilt, the
-// notification join): the statement's cost bounds scenario (b) of the
-// benchmark. A grant made while others were queued is released by Release
-// alone (one statement per hand-off), and one made alone that finds a
-// waiter queued since falls back to Release, which hands over. Before,
-// every release ran Release.
-func TestReleaseIdleStatement(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	dsn := postgres.migrated(t)
+// namedStore returns a PostgreSQL Store on dsn whose statements are
+// counted by name, closed when the test ends.
+func namedStore(t *testing.T, dsn string) (*sqlstore.Store, *namedQueries) {
+	t.Helper()
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +57,34 @@ func TestReleaseIdleStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return s, traced
+}
+
+// releaseRuns releases contender's grant of mx with token through s and
+// returns how many ReleaseIdle and Release statements that ran.
+func releaseRuns(t *testing.T, s *sqlstore.Store, traced *namedQueries, mx, contender string, token uint64) (idle, full int) {
+	t.Helper()
+	traced.take()
+	if err := s.Release(t.Context(), mx, contender, token); err != nil {
+		t.Fatal(err)
+	}
+	got := traced.take()
+	return got["ReleaseIdle"], got["Release"]
+}
+
+// TestReleaseIdleStatement (issue 18): on PostgreSQL the release of a grant
+// made while nobody was queued runs ReleaseIdle, a plain single-row update,
+// instead of the Release statement (two updates, the queue rebuilt, the
+// notification join): the statement's cost bounds scenario (b) of the
+// benchmark. A grant made while others were queued is released by Release
+// alone (one statement per hand-off), and one made alone that finds a
+// waiter queued since falls back to Release, which hands over. Before,
+// every release ran Release.
+func TestReleaseIdleStatement(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := postgres.migrated(t)
+	s, traced := namedStore(t, dsn)
 
 	for range 20 {
 		r, err := s.Acquire(ctx, "idle/solo", "a", ttl, tr)
@@ -90,28 +110,61 @@ func TestReleaseIdleStatement(t *testing.T) {
 	plain := postgres.open(t, dsn)
 	enqueue(t, s, plain, mx, "w1", 1)
 	enqueue(t, postgres.newStore(t, dsn), plain, mx, "w2", 2)
-	traced.take()
-	if err := s.Release(ctx, mx, "a", r.Token); err != nil {
-		t.Fatal(err)
-	}
-	if got := traced.take(); got["ReleaseIdle"] != 1 || got["Release"] != 1 {
-		t.Errorf("a release that found waiters queued since its grant ran ReleaseIdle %d times and Release %d times, want 1 and 1",
-			got["ReleaseIdle"], got["Release"])
+	if idle, full := releaseRuns(t, s, traced, mx, "a", r.Token); idle != 1 || full != 1 {
+		t.Errorf("a release that found waiters queued since its grant ran ReleaseIdle %d times and Release %d times, want 1 and 1", idle, full)
 	}
 	// w1's grant saw w2 queued: its release is Release alone.
 	r, err = s.Acquire(ctx, mx, "w1", ttl, tr)
 	if err != nil || !r.Held("w1") {
 		t.Fatalf("Acquire(w1) after the hand-off = %+v, %v", r, err)
 	}
-	traced.take()
-	if err := s.Release(ctx, mx, "w1", r.Token); err != nil {
-		t.Fatal(err)
-	}
-	if got := traced.take(); got["ReleaseIdle"] != 0 || got["Release"] != 1 {
-		t.Errorf("the release of a grant made with others queued ran ReleaseIdle %d times and Release %d times, want 0 and 1",
-			got["ReleaseIdle"], got["Release"])
+	if idle, full := releaseRuns(t, s, traced, mx, "w1", r.Token); idle != 0 || full != 1 {
+		t.Errorf("the release of a grant made with others queued ran ReleaseIdle %d times and Release %d times, want 0 and 1", idle, full)
 	}
 	if n := queueLen(t, plain, mx); n != 1 {
 		t.Errorf("queue of %s holds %d entries after w1's release, want 1 (w2)", mx, n)
+	}
+}
+
+// TestReleaseAfterWaitRunsRelease (issue 18): a grant made to a contender
+// that watched the lock (it waited its turn) is released by Release alone
+// even when nobody was queued at the grant: under contention the one it
+// took the lock from queues again meanwhile (two contenders alternating,
+// scenario (c) at K = 2), and ReleaseIdle would only find the queue and
+// cost a round trip before Release hands over. Before, such a release ran
+// ReleaseIdle, then Release.
+func TestReleaseAfterWaitRunsRelease(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := postgres.migrated(t)
+	s, traced := namedStore(t, dsn)
+	other := postgres.newStore(t, dsn)
+	plain := postgres.open(t, dsn)
+
+	// a (another Store) holds; w waits in s; a hands over to w, which
+	// finds nobody else queued; then a queues behind w.
+	const mx = "idle/alternate"
+	r, err := other.Acquire(ctx, mx, "a", ttl, tr)
+	if err != nil || !r.Held("a") {
+		t.Fatalf("Acquire(a) = %+v, %v", r, err)
+	}
+	enqueue(t, s, plain, mx, "w", 1)
+	if err := other.Release(ctx, mx, "a", r.Token); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Acquire(ctx, mx, "w", ttl, tr)
+	if err != nil || !r.Held("w") {
+		t.Fatalf("Acquire(w) after the hand-off = %+v, %v", r, err)
+	}
+	if n := queueLen(t, plain, mx); n != 0 {
+		t.Fatalf("queue of %s holds %d entries after w's grant, want 0", mx, n)
+	}
+	enqueue(t, other, plain, mx, "a", 1)
+	if idle, full := releaseRuns(t, s, traced, mx, "w", r.Token); idle != 0 || full != 1 {
+		t.Errorf("the release of a grant w waited for ran ReleaseIdle %d times and Release %d times, want 0 and 1", idle, full)
+	}
+	r, err = other.Acquire(ctx, mx, "a", ttl, tr)
+	if err != nil || !r.Held("a") {
+		t.Fatalf("Acquire(a) after w's release = %+v, %v: the release did not hand over", r, err)
 	}
 }
