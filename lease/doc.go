@@ -96,8 +96,8 @@
 // the store's retention, a restart without persistence, a flush, or a
 // failover to a replica that lacked it); a server clock that stepped back
 // by more than the record's age can then issue a smaller token, though
-// never one below a token the process's Stores had returned before the
-// acquire (see package redisstore).
+// never one below a token that a Redis Store of the same process had
+// returned before the acquire (see package redisstore).
 //
 // Loss is told first. The holder keeps a deadline on its own monotonic
 // clock:

@@ -84,8 +84,9 @@
 // or adopted (after a restart from a snapshot or an AOF, or a failover)
 // with its counter raised to at least the server's time in microseconds.
 // So tokens strictly increase per lock while its record lives, whatever
-// the clocks do, renewals keep the token, and a grant's token exceeds
-// every token the process's Stores returned before its Acquire began.
+// the clocks do, renewals (and a holder's retried acquire) keep the token,
+// and a new grant's token exceeds every token the process's Stores
+// returned before its Acquire began.
 // Once a record is lost — expired after the retention, a restart without
 // persistence or from a snapshot or AOF that lacks the latest grants,
 // FLUSHALL, FLUSHDB or SWAPDB, a failover to a replica that had not
