@@ -95,8 +95,9 @@
 // from the server's clock only after the lock's record is lost (unused for
 // the store's retention, a restart without persistence, a flush, or a
 // failover to a replica that lacked it); a server clock that stepped back
-// by more than the record's age can then issue a smaller token (see
-// package redisstore).
+// by more than the record's age can then issue a smaller token, though
+// never one below a token that a Redis Store of the same process had
+// returned before the acquire (see package redisstore).
 //
 // Loss is told first. The holder keeps a deadline on its own monotonic
 // clock:

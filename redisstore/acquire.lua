@@ -1,11 +1,14 @@
 -- acquire.lua: KEYS = the record key, the epoch key of its slot; ARGV =
--- contender, ttl + transition ms (the grant's span), transition ms and
+-- contender, ttl + transition ms (the grant's span), transition ms,
 -- max(KEEP, span) ms (the record's expiry after a grant; see
--- acquirefast.lua). The Store prepends LIFE (the server life it loaded
--- this text into), START (the latest instant that life can have begun,
--- server ms), GUARD (whether to hold mutexes back after a possible loss
--- of data), FAST (acquirefast.lua's pattern) and its
--- constants WIN, PUB and KEEP (see lib.lua).
+-- acquirefast.lua) and the floor: the highest token the caller's process
+-- has seen (see floor.go), which a new grant's token exceeds, so a record
+-- that starts from a clock that stepped back cannot take the process's
+-- tokens below those it saw. The Store prepends LIFE (the server life it
+-- loaded this text into), START (the latest instant that life can have
+-- begun, server ms), GUARD (whether to hold mutexes back after a possible
+-- loss of data), FAST (acquirefast.lua's pattern) and its constants WIN,
+-- PUB and KEEP (see lib.lua).
 -- Returns {owner, token, ttl ms, transition ms}; owner "" when not granted
 -- (acquirefast.lua returns only the token of its grants: decodeAcquire).
 local c, span, tr = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -95,9 +98,9 @@ if r.hu > 0 then
   end
 end
 
--- Free: a new grant, above every earlier token.
+-- Free: a new grant, above every earlier token and the floor.
 local queued = r.q
-local tok = r.n + 1
+local tok = math.max(r.n, tonumber(ARGV[5])) + 1
 r.n, r.tok, r.owner, r.x, r.hc, r.hu = tok, int(tok), c, tr, '', 0
 if queued then
   dequeue(c)

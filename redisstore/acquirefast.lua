@@ -13,9 +13,11 @@
 -- the record is one concatenation, without a table. The caller sends the
 -- grant's and the record's expiries ready-made (ARGV[2], ARGV[4]), so this
 -- path converts no duration between string and number: tonumber and
--- string.format cost the server more than the rest of its Lua does. Not
--- MGET for the record and the epoch key at once: MGET reads a value of
--- another type as none, where GET fails (TestGarbageUnderOurKeys).
+-- string.format cost the server more than the rest of its Lua does. A
+-- grant's token is one above the larger of the counter and the floor
+-- (ARGV[5], see acquire.lua), as in the full script. Not MGET for the
+-- record and the epoch key at once: MGET reads a value of another type as
+-- none, where GET fails (TestGarbageUnderOurKeys).
 if redis.replicate_commands then redis.replicate_commands() end
 local RAW = redis.call('GET', KEYS[1]) -- the full script's reading too
 do
@@ -26,7 +28,7 @@ do
       local base = string.sub(KEYS[1], 1, -3)
       if owner == '' or redis.call('PTTL', base .. ':g:' .. tok .. ':' .. owner) == -2 then
         local c = ARGV[1]
-        local t = string.format('%d', tonumber(n) + 1)
+        local t = string.format('%d', math.max(tonumber(n), tonumber(ARGV[5])) + 1)
         redis.call('SET', base .. ':g:' .. t .. ':' .. c, '1', 'PX', ARGV[2])
         redis.call('SET', KEYS[1], 's1\0' .. t .. '\0' .. LIFE .. '\0' .. t .. '\0' .. c .. '\0' .. ARGV[3] .. '\0\0' .. '0\0',
           'PX', ARGV[4])
@@ -35,9 +37,10 @@ do
     end
   else
     -- No record: a new one starts its tokens above the server's clock in
-    -- µs. Unless the server is younger than a grant (START) or the epoch
-    -- key is not there to say that no flush wiped grants since its
-    -- writing (the full script's flushed), nothing holds the mutex back.
+    -- µs (and the floor). Unless the server is younger than a grant
+    -- (START) or the epoch key is not there to say that no flush wiped
+    -- grants since its writing (the full script's flushed), nothing holds
+    -- the mutex back.
     local c, span = ARGV[1], tonumber(ARGV[2])
     local clk = redis.call('TIME')
     local now = tonumber(clk[1]) * 1000 + math.floor(tonumber(clk[2]) / 1000)
@@ -47,7 +50,7 @@ do
       free = e and string.match(e, '^%d+$') and tonumber(e) <= now
     end
     if free then
-      local t = string.format('%d', tonumber(clk[1]) * 1000000 + tonumber(clk[2]) + 1)
+      local t = string.format('%d', math.max(tonumber(clk[1]) * 1000000 + tonumber(clk[2]), tonumber(ARGV[5])) + 1)
       redis.call('SET', string.sub(KEYS[1], 1, -3) .. ':g:' .. t .. ':' .. c, '1', 'PX', ARGV[2])
       redis.call('SET', KEYS[1], 's1\0' .. t .. '\0' .. LIFE .. '\0' .. t .. '\0' .. c .. '\0' .. ARGV[3] .. '\0\0' .. '0\0',
         'PX', ARGV[4])

@@ -76,19 +76,25 @@
 //
 // # Fencing tokens
 //
-// A grant's token is the lock's counter plus one; the counter is kept in
-// the lock's record. A record is created (for a new name, or one whose
-// record is gone) or adopted (after a restart from a snapshot or an AOF, or
-// a failover) with its counter raised to at least the server's time in
-// microseconds. So tokens strictly increase per lock while its record
-// lives, whatever the clocks do, and renewals keep the token. Once a record
-// is lost — expired after the retention, a restart without persistence or
-// from a snapshot or AOF that lacks the latest grants, FLUSHALL, FLUSHDB or
-// SWAPDB, a failover to a replica that had not received it — the next
-// token is larger than every earlier one of the lock unless the server's
-// clock (the new primary's after a failover) reads earlier than it did when
-// the lost record was created, plus one microsecond per grant made from
-// that record: in practice, unless the clock stepped back by more than the
+// A grant's token is one above the larger of the lock's counter, kept in
+// the lock's record, and the token floor: the highest token that any
+// Store of the process has had in a reply (a grant, a refusal, Get, a
+// renewal, an observer's event), one per process, which every acquire
+// sends. A record is created (for a new name, or one whose record is gone)
+// or adopted (after a restart from a snapshot or an AOF, or a failover)
+// with its counter raised to at least the server's time in microseconds.
+// So tokens strictly increase per lock while its record lives, whatever
+// the clocks do, renewals (and a holder's retried acquire) keep the token,
+// and a new grant's token exceeds every token the process's Stores
+// returned before its Acquire began.
+// Once a record is lost — expired after the retention, a restart without
+// persistence or from a snapshot or AOF that lacks the latest grants,
+// FLUSHALL, FLUSHDB or SWAPDB, a failover to a replica that had not
+// received it — the next token is also larger than the lock's earlier ones
+// that the process never saw, unless the server's clock (the new
+// primary's after a failover) reads earlier than it did when the lost
+// record was created, plus one microsecond per grant made from that
+// record: in practice, unless the clock stepped back by more than the
 // record's age. Tokens are about 1.8e15 today and fit uint64 (and Lua's
 // exact integers, up to 2^53, until the year 2255).
 //

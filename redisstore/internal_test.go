@@ -115,3 +115,28 @@ func TestDecodeAcquire(t *testing.T) {
 		t.Fatalf("decodeAcquire(array) = %+v, %v", rec, err)
 	}
 }
+
+// TestFloorRaise: the floor only rises, keeps the value as the reply
+// carried it (an integer reply is sent as its decimal string) and ignores
+// tokens Lua cannot count exactly.
+func TestFloorRaise(t *testing.T) {
+	var f floor
+	steps := []struct {
+		tok  uint64
+		v    any
+		want any
+	}{
+		{0, nil, "0"},
+		{5, "5", "5"},
+		{3, "3", "5"},
+		{9, int64(9), "9"},
+		{maxExact, "9007199254740992", "9"},
+		{maxExact - 1, "9007199254740991", "9007199254740991"},
+	}
+	for _, s := range steps {
+		f.raise(s.tok, s.v)
+		if got := f.get(); got != s.want {
+			t.Fatalf("after raise(%d): floor %v, want %v", s.tok, got, s.want)
+		}
+	}
+}

@@ -26,7 +26,8 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 	ttlMS, trMS := ms(ttl), ms(transition)
 	a := []any{"evalsha", nil, 2, rk, s.epochOf(rk), // the SHA: runAcquire's
 		s.contenders.get(contender), s.durations.get(ttlMS + trMS), s.durations.get(trMS),
-		s.durations.get(max(ms(s.cfg.keep), ttlMS+trMS))} // the expiries, made here: see acquirefast.lua
+		s.durations.get(max(ms(s.cfg.keep), ttlMS+trMS)), // the expiries, made here: see acquirefast.lua
+		tokenFloor.get()} // the highest token seen: see floor.go
 	sent := time.Now()
 	v, acks, err := s.runAcquire(ctx, rk, a)
 	if err != nil {
@@ -188,7 +189,8 @@ func decodeRecord(v any) (lease.Record, error) {
 
 // decodeAcquire reads the acquire script's reply: the record, or only the
 // token of a grant to contender for ttl then transition ms (acquirefast.lua),
-// which leaves the rest to the caller.
+// which leaves the rest to the caller. It raises the token floor to the
+// reply's token.
 func decodeAcquire(v any, contender string, ttl, transition int64) (lease.Record, error) {
 	t, ok := v.(string)
 	if !ok {
@@ -201,6 +203,7 @@ func decodeAcquire(v any, contender string, ttl, transition int64) (lease.Record
 	if tok == 0 {
 		return lease.Record{}, fmt.Errorf("%w: token 0 granted", ErrUnexpectedReply)
 	}
+	tokenFloor.raise(tok, v)
 	return lease.Record{
 		OwnerID:    contender,
 		Token:      tok,

@@ -168,7 +168,8 @@ func scriptErr(err error) error {
 	return err
 }
 
-// parseRecord reads {owner, token, ttl ms, transition ms} from v.
+// parseRecord reads {owner, token, ttl ms, transition ms} from v, and
+// raises the token floor to its token.
 func parseRecord(v []any) (lease.Record, error) {
 	if len(v) != 4 {
 		return lease.Record{}, fmt.Errorf("%w: %d values for a record", ErrUnexpectedReply, len(v))
@@ -192,6 +193,7 @@ func parseRecord(v []any) (lease.Record, error) {
 	if (owner == "") != (tok == 0) || ttl > tr || tr > math.MaxInt64/uint64(time.Millisecond) {
 		return lease.Record{}, fmt.Errorf("%w: record %q %d %d %d", ErrUnexpectedReply, owner, tok, ttl, tr)
 	}
+	tokenFloor.raise(tok, v[1])
 	return lease.Record{
 		OwnerID:    owner,
 		Token:      tok,

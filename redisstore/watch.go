@@ -122,6 +122,7 @@ func (w *watcher) deliver(h *hub, m message) {
 	switch {
 	case w.contender == "":
 		if m.kind != 'w' {
+			tokenFloor.raise(m.token, nil)
 			w.send(lease.Event{Name: w.mutex, OwnerID: m.owner, Token: m.token})
 		}
 	case m.kind == 'g':

@@ -187,7 +187,9 @@ func TestFreeMutexLeavesOneKey(t *testing.T) {
 // get those expiries, on a lock used before (the fast path's first
 // branch) and on a fresh one (its second), with the retention the longer
 // and the shorter (the restart guard off: it would hold the fresh lock of
-// the longer span back on a server this young).
+// the longer span back on a server this young). The last argument is the
+// token floor (see TestTokenFloorOnlyRaises), at least every token the
+// process was granted before.
 func TestAcquireSendsExpiries(t *testing.T) {
 	t.Parallel()
 	srv := privateRedis(t)
@@ -197,6 +199,7 @@ func TestAcquireSendsExpiries(t *testing.T) {
 	c := dial(t, srv.Addr())
 	c.AddHook(n)
 	s := newStore(t, c, srv.KeyPrefix(), redisstore.WithRetention(keep), redisstore.WithRestartGuard(false))
+	var seen uint64
 	for _, x := range []struct {
 		name          string
 		ttl, tr, span time.Duration
@@ -211,11 +214,18 @@ func TestAcquireSendsExpiries(t *testing.T) {
 				t.Fatalf("%s, %s: Acquire: %+v, %v", x.name, round, rec, err)
 			}
 			a := n.lastScript()
-			got := fmt.Sprint(a[max(len(a)-4, 0):])
-			want := fmt.Sprint([]any{"a", x.span.Milliseconds(), x.tr.Milliseconds(), x.record.Milliseconds()})
-			if len(a) != 9 || got != want {
-				t.Errorf("%s, %s: acquire sent %v, want its last arguments %s (contender, span, transition, the record's expiry)", x.name, round, a, want)
+			if len(a) != 10 {
+				t.Fatalf("%s, %s: acquire sent %v, want 10 words", x.name, round, a)
 			}
+			got := fmt.Sprint(a[5:9])
+			want := fmt.Sprint([]any{"a", x.span.Milliseconds(), x.tr.Milliseconds(), x.record.Milliseconds()})
+			if got != want {
+				t.Errorf("%s, %s: acquire sent %v, want its arguments %s (contender, span, transition, the record's expiry) then the token floor", x.name, round, a, want)
+			}
+			if f, err := strconv.ParseUint(fmt.Sprint(a[9]), 10, 64); err != nil || f < seen {
+				t.Errorf("%s, %s: acquire sent the token floor %v, want at least %d (the latest token before)", x.name, round, a[9], seen)
+			}
+			seen = rec.Token
 			rk := recordKeyOf(srv.KeyPrefix(), x.name)
 			gk := strings.TrimSuffix(rk, ":r") + ":g:" + strconv.FormatUint(rec.Token, 10) + ":a"
 			for _, k := range []struct {
