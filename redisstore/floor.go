@@ -16,11 +16,13 @@ import (
 // grant's token is one above the larger of the lock's counter and that
 // floor, whoever made the record. One floor per process, not per Store or
 // per lock: O(1) memory, and it covers every Store and Manager of the
-// process. It rarely raises a token: every counter starts from a clock in
-// µs and grows far slower than one per µs, so the floor decides mostly
-// after a clock stepped back (a lock's tokens then follow the highest one
-// of the process, and still increase). Tokens from 2^53 on, which Lua's
-// numbers cannot count exactly, are not noted.
+// process. It often decides: every counter starts from the server's clock
+// in µs when its record is made and then grows by one per grant, far
+// slower than the clock, so a lock whose record is older than another the
+// process used gets its next token just above that one's. Tokens need
+// only increase per lock, and they still do; what a token is worth says
+// nothing across locks. Tokens from 2^53 on, which Lua's numbers cannot
+// count exactly, are not noted.
 var tokenFloor floor
 
 // floor is the highest token noted, kept as the server sent it (a decimal

@@ -12,7 +12,8 @@ import (
 )
 
 // TestParseLife reads what the acquire script's life needs from INFO
-// server, and refuses a reply without it.
+// server, a negative uptime (a clock stepped back past the start)
+// included, and refuses a reply without it.
 func TestParseLife(t *testing.T) {
 	info := "# Server\r\nredis_version:7.0.15\r\nrun_id:2bddde772019f35b3d1c2f4f15d7b76b0755aae4\r\n" +
 		"server_time_usec:1795463917316922\r\nuptime_in_seconds:12\r\n"
@@ -20,8 +21,12 @@ func TestParseLife(t *testing.T) {
 	if err != nil || l != (life{runID: "2bddde772019f35b", uptime: 12, nowUS: 1795463917316922}) {
 		t.Fatalf("parseLife = %+v, %v", l, err)
 	}
+	stepped := "run_id:2bddde772019f35b3d1c\r\nuptime_in_seconds:-3590\r\n"
+	if l, err := parseLife(stepped); err != nil || l.uptime != -3590 {
+		t.Fatalf("parseLife(%q) = %+v, %v", stepped, l, err)
+	}
 	for _, bad := range []string{"", "run_id:xyz\r\nuptime_in_seconds:1\r\n", "run_id:2bddde772019f35b3d1c\r\n",
-		"run_id:2bddde772019f35b3d1c\r\nuptime_in_seconds:-1\r\n"} {
+		"run_id:2bddde772019f35b3d1c\r\nuptime_in_seconds:x\r\n"} {
 		if _, err := parseLife(bad); !errors.Is(err, ErrUnexpectedReply) {
 			t.Errorf("parseLife(%q) error %v, want ErrUnexpectedReply", bad, err)
 		}

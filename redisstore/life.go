@@ -191,8 +191,14 @@ func parseLife(info string) (life, error) {
 				l.runID = v[:16]
 			}
 		case "uptime_in_seconds":
+			// Negative once the server's clock stepped back past its
+			// start: the start then lies ahead of the server's now, and
+			// the restart guard holds new records back until the clock
+			// is past it again, as it does for a Store that loaded its
+			// script before the step. Refusing it instead would leave
+			// every new Store unable to acquire.
 			n, err := strconv.ParseInt(v, 10, 64)
-			up = err == nil && n >= 0
+			up = err == nil
 			l.uptime = n
 		case "server_time_usec":
 			l.nowUS, _ = strconv.ParseInt(v, 10, 64)
