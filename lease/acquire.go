@@ -97,7 +97,8 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, error) {
 	m, cfg := s.m, &s.m.cfg
 	sent := cfg.clock.Now()
-	call := m.newCall(ctx)
+	l := new(Lease) // used if granted; made now to hold the call's context
+	call := m.startCall(&l.acquireCall, ctx)
 	rec, err := m.store.Acquire(call, s.name, cfg.id, cfg.ttl, cfg.transition)
 	call.end()
 	m.called(opAcquire, call, err)
@@ -160,7 +161,7 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 		s.p.lostToken = rec.Token // a worker gives it back
 		return s.giveUp(nil, ErrClosed)
 	}
-	l := newLease(s, rec, sent, now, deadline)
+	l = newLease(l, s, rec, sent, now, deadline)
 	s.lease, s.busy, s.acquiring = l, false, false
 	s.mu.Unlock()
 	m.gained(l)
