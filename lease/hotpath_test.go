@@ -275,3 +275,38 @@ func TestOneManagerManyGoroutines(t *testing.T) {
 		t.Errorf("%d per-name entries once every goroutine is done", n)
 	}
 }
+
+// TestLeaseLostBeforeContextAsked: a lease lost at its deadline (its
+// renewals hang) before anyone asked for its context hands out one
+// already cancelled with ErrLost, at exactly the deadline, and its
+// Release reports the loss.
+func TestLeaseLostBeforeContextAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		m := newMgr(t, st, "a")
+		t0 := time.Now()
+		l := mustAcquire(t, m, "job")
+		st.FailContender("a", memstore.FaultHang)
+		time.Sleep(tDeadline - time.Nanosecond)
+		if l.Err() != nil {
+			t.Fatalf("lost before its deadline: %v", l.Err())
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if got := time.Since(t0); l.Err() != lease.ErrLost {
+			t.Fatalf("at +%v: Err %v, want %v", got, l.Err(), lease.ErrLost)
+		}
+		select {
+		case <-l.Done():
+		default:
+			t.Fatal("Done open after the loss")
+		}
+		if got := context.Cause(l.Context()); got != lease.ErrLost {
+			t.Errorf("context's cause %v, want %v", got, lease.ErrLost)
+		}
+		st.Heal()
+		if err := l.Release(bg); !errors.Is(err, lease.ErrLost) {
+			t.Errorf("Release: %v, want ErrLost", err)
+		}
+	})
+}
