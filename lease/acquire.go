@@ -79,10 +79,12 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 	}
 	// Idle: this caller makes the attempt itself, in its own goroutine.
 	s.busy, s.acquiring = true, true
+	spare := s.spare
+	s.spare = nil
 	m.wg.Add(1) // Close waits for the attempt (and what it starts)
 	s.mu.Unlock()
 	m.life.RUnlock()
-	l, c, err := s.acquireNow(ctx, kind)
+	l, c, err := s.acquireNow(ctx, kind, spare)
 	m.wg.Done()
 	if c != nil {
 		return s.waitClaim(ctx, c)
@@ -93,11 +95,15 @@ func (m *Manager) claimLease(ctx context.Context, name string, kind claimKind) (
 // acquireNow is one Acquire in the caller's goroutine, which is busy with
 // the idle slot s: it returns the lease when granted, an error when the
 // claim fails, or, when an Acquire must wait (the lock is taken, or the
-// store failed), a claim first in line that a worker now serves.
-func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, error) {
+// store failed), a claim first in line that a worker now serves. l, when
+// not nil, is an unused lease made with the slot (see newSlot).
+func (s *slot) acquireNow(ctx context.Context, kind claimKind, l *Lease) (*Lease, *claim, error) {
 	m, cfg := s.m, &s.m.cfg
 	sent := cfg.clock.Now()
-	call := m.newCall(ctx)
+	if l == nil {
+		l = new(Lease) // used if granted; made now to hold the call's context
+	}
+	call := m.startCall(&l.acquireCall, ctx)
 	rec, err := m.store.Acquire(call, s.name, cfg.id, cfg.ttl, cfg.transition)
 	call.end()
 	m.called(opAcquire, call, err)
@@ -160,7 +166,7 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind) (*Lease, *claim, 
 		s.p.lostToken = rec.Token // a worker gives it back
 		return s.giveUp(nil, ErrClosed)
 	}
-	l := newLease(s, rec, sent, now, deadline)
+	l = newLease(l, s, rec, sent, now, deadline)
 	s.lease, s.busy, s.acquiring = l, false, false
 	s.mu.Unlock()
 	m.gained(l)
@@ -222,7 +228,7 @@ func (m *Manager) slotFor(name string) *slot {
 		}
 		sh.mu.Unlock()
 		if s == nil {
-			fresh = &slot{m: m, name: name}
+			fresh = newSlot(m, name)
 			continue
 		}
 		s.mu.Lock()

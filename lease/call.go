@@ -35,15 +35,26 @@ type callCtx struct {
 	stop func() bool
 }
 
-// newCall starts the context of one store call under parent.
-func (m *Manager) newCall(parent context.Context) *callCtx {
-	return &callCtx{parent: parent, deadline: time.Now().Add(m.cfg.callTimeout), timers: &m.calls}
+// startCall starts the context of one store call under parent in c, an
+// unused callCtx (the zero value) made with what it serves, or in a new
+// one when c is nil.
+func (m *Manager) startCall(c *callCtx, parent context.Context) *callCtx {
+	if c == nil {
+		c = new(callCtx)
+	}
+	c.parent, c.deadline, c.timers = parent, time.Now().Add(m.cfg.callTimeout), &m.calls
+	return c
 }
 
 // call runs f, the store call of op, with the per-call timeout, under
 // parent, and records its outcome.
 func (m *Manager) call(parent context.Context, op storeOp, f func(context.Context) error) error {
-	ctx := m.newCall(parent)
+	return m.callIn(nil, parent, op, f)
+}
+
+// callIn is call with its context in c (see startCall).
+func (m *Manager) callIn(c *callCtx, parent context.Context, op storeOp, f func(context.Context) error) error {
+	ctx := m.startCall(c, parent)
 	err := f(ctx)
 	ctx.end()
 	m.called(op, ctx, err)

@@ -18,7 +18,7 @@ func TestCallContext(t *testing.T) {
 		m := &Manager{cfg: config{callTimeout: time.Second}}
 		parent := context.WithValue(context.Background(), ctxKey{}, "v")
 
-		c := m.newCall(parent)
+		c := m.startCall(nil, parent)
 		if d, ok := c.Deadline(); !ok || d != time.Now().Add(time.Second) {
 			t.Errorf("Deadline %v %v, want now + the call timeout", d, ok)
 		}
@@ -35,7 +35,7 @@ func TestCallContext(t *testing.T) {
 			t.Error("Done not closed after the deadline")
 		}
 
-		c = m.newCall(parent)
+		c = m.startCall(nil, parent)
 		done := c.Done()
 		time.Sleep(time.Second)
 		synctest.Wait() // the deadline's timer runs its function in a goroutine
@@ -49,7 +49,7 @@ func TestCallContext(t *testing.T) {
 		}
 
 		pctx, pcancel := context.WithCancel(parent)
-		c = m.newCall(pctx)
+		c = m.startCall(nil, pctx)
 		done = c.Done()
 		pcancel()
 		<-done
@@ -59,13 +59,13 @@ func TestCallContext(t *testing.T) {
 
 		short, scancel := context.WithTimeout(parent, time.Millisecond)
 		defer scancel()
-		c = m.newCall(short)
+		c = m.startCall(nil, short)
 		if d, _ := c.Deadline(); d != time.Now().Add(time.Millisecond) {
 			t.Errorf("Deadline %v, want the parent's earlier one", d)
 		}
 		c.end()
 
-		c = m.newCall(parent)
+		c = m.startCall(nil, parent)
 		done = c.Done()
 		c.end()
 		<-done
@@ -73,7 +73,7 @@ func TestCallContext(t *testing.T) {
 			t.Errorf("after end, Err %v", c.Err())
 		}
 		// Derived contexts follow it.
-		c = m.newCall(parent)
+		c = m.startCall(nil, parent)
 		child, ccancel := context.WithCancel(c)
 		defer ccancel()
 		c.end()
@@ -87,11 +87,11 @@ func TestCallContext(t *testing.T) {
 func TestCallTimerOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &Manager{cfg: config{callTimeout: time.Second}}
-		early := m.newCall(context.Background())
+		early := m.startCall(nil, context.Background())
 		time.Sleep(100 * time.Millisecond)
 		pctx, pcancel := context.WithCancel(context.Background())
-		late := m.newCall(pctx)
-		later := m.newCall(context.Background())
+		late := m.startCall(nil, pctx)
+		later := m.startCall(nil, context.Background())
 		lateDone, laterDone := late.Done(), later.Done()
 		earlyDone := early.Done() // after two later calls
 		pcancel()
@@ -119,7 +119,7 @@ func TestCallTimerOrder(t *testing.T) {
 		if !m.calls.armed.IsZero() {
 			t.Error("idle left the timer armed")
 		}
-		c := m.newCall(context.Background())
+		c := m.startCall(nil, context.Background())
 		done := c.Done()
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -137,11 +137,11 @@ func TestCallTimerOrder(t *testing.T) {
 // reverse).
 func TestCallTimerAcrossBubble(t *testing.T) {
 	m := &Manager{cfg: config{callTimeout: 10 * time.Millisecond}}
-	c := m.newCall(context.Background())
+	c := m.startCall(nil, context.Background())
 	_ = c.Done()
 	c.end()
 	synctest.Test(t, func(t *testing.T) {
-		c := m.newCall(context.Background())
+		c := m.startCall(nil, context.Background())
 		done := c.Done()
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()

@@ -53,7 +53,11 @@ func (s *slot) releaseHeld(ctx context.Context, l *Lease) error {
 	cfg := &s.m.cfg
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		err = s.release(ctx, l.token)
+		var c *callCtx
+		if attempt == 0 {
+			c = &l.releaseCall
+		}
+		err = s.releaseIn(c, ctx, l.token)
 		if err == nil || errors.Is(err, ErrNotHeld) || ctx.Err() != nil || !cfg.clock.Now().Before(l.Deadline()) {
 			return err
 		}
@@ -68,11 +72,16 @@ func (s *slot) releaseHeld(ctx context.Context, l *Lease) error {
 // release gives up a grant (token 0: only withdraws from the queue), best
 // effort.
 func (s *slot) release(ctx context.Context, token uint64) error {
+	return s.releaseIn(nil, ctx, token)
+}
+
+// releaseIn is release with its call's context in c (see startCall).
+func (s *slot) releaseIn(c *callCtx, ctx context.Context, token uint64) error {
 	m := s.m
 	if token != 0 {
 		m.noteGivenUp(s.name, token)
 	}
-	err := m.call(ctx, opRelease, func(ctx context.Context) error {
+	err := m.callIn(c, ctx, opRelease, func(ctx context.Context) error {
 		return m.store.Release(ctx, s.name, m.cfg.id, token)
 	})
 	if err != nil && !errors.Is(err, ErrNotHeld) {

@@ -40,11 +40,19 @@ func ownerOf(name string, rec Record) Owner {
 type Lease struct {
 	name   string
 	token  uint64
-	s      *slot // the Manager's slot for the lock, which holds the lease
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	s      *slot         // the Manager's slot for the lock, which holds the lease
 	gap    time.Duration // least time from a confirmed renewal's sending to the next
 	waited bool          // the grant came after a lost attempt: others contended
+
+	// The lease's context is made only when Context or Done first asks
+	// for it (most holders of a short lock never do): two allocations
+	// fewer per cycle, and a Release under a context that cannot derive
+	// from it needs no guard (releaseContext). cmu is a leaf lock: it may
+	// be taken with mu held.
+	cmu      sync.Mutex
+	cause    error                   // why the lease ended (ErrLost, ErrReleased); nil while held
+	ctx      context.Context         // made on demand; cancelled with cause
+	cancelFn context.CancelCauseFunc // ctx's, while cause is nil
 
 	mu       sync.Mutex
 	state    leaseState
@@ -64,6 +72,13 @@ type Lease struct {
 	// Guarded by the Manager's timers.
 	next time.Time // when the timers look at the lease next
 	hidx int       // index in the timers' heap, -1 when out
+
+	// The contexts of the store calls that made the grant, when the
+	// caller's Acquire did (acquireNow), and of its first release, made
+	// with the lease in one allocation rather than one each. They stay
+	// valid, and ended, for as long as the lease lives: a store may keep
+	// a call's context past its return.
+	acquireCall, releaseCall callCtx
 }
 
 // leaseState is where a lease is in its life. Ordered: every state from
@@ -85,16 +100,18 @@ var closedCh = func() chan struct{} {
 }()
 
 // newLease returns a held lease of s for a grant confirmed by an acquire
-// sent at sent whose reply came at recv, and schedules its first renewal. It runs in a goroutine the
-// Manager's WaitGroup counts.
-func newLease(s *slot, rec Record, sent, recv, deadline time.Time) *Lease {
+// sent at sent whose reply came at recv, and schedules its first renewal.
+// It fills in l, made before the acquire to hold its call's context
+// (acquireNow), or makes a lease when l is nil. It runs in a goroutine
+// the Manager's WaitGroup counts.
+func newLease(l *Lease, s *slot, rec Record, sent, recv, deadline time.Time) *Lease {
 	cfg := &s.m.cfg
-	ctx, cancel := context.WithCancelCause(context.Background())
-	l := &Lease{
-		name: s.name, token: rec.Token, s: s, ctx: ctx, cancel: cancel,
-		deadline: deadline, rec: rec, hidx: -1, gap: cfg.renewGap(sent, deadline),
-		sentAt: sent.Sub(s.m.started), rtt: recv.Sub(sent),
+	if l == nil {
+		l = new(Lease)
 	}
+	l.name, l.token, l.s = s.name, rec.Token, s
+	l.deadline, l.rec, l.hidx, l.gap = deadline, rec, -1, cfg.renewGap(sent, deadline)
+	l.sentAt, l.rtt = sent.Sub(s.m.started), recv.Sub(sent)
 	l.renewAt = cfg.renewAt(sent, deadline, s.m.started, s.m.batch != nil, l.gap)
 	l.due = l.renewAt.Sub(s.m.started)
 	l.mu.Lock()
@@ -120,19 +137,66 @@ func (l *Lease) Owner() Owner {
 
 // Done returns a channel that is closed when the lease ends: lost, or
 // released.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+func (l *Lease) Done() <-chan struct{} {
+	l.cmu.Lock()
+	if l.ctx == nil && l.cause != nil {
+		l.cmu.Unlock()
+		return closedCh
+	}
+	l.cmu.Unlock()
+	return l.Context().Done()
+}
 
 // Context returns a context that is cancelled when the lease ends. Its
 // cause ([context.Cause]) is [ErrLost] or [ErrReleased].
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *Lease) Context() context.Context {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	if l.ctx == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		if l.cause != nil { // ended before anyone asked
+			cancel(l.cause)
+		} else {
+			l.cancelFn = cancel
+		}
+		l.ctx = ctx
+	}
+	return l.ctx
+}
+
+// cancel ends the lease's context with cause, unless it has ended: the
+// context Context handed out, or the one it will hand out.
+func (l *Lease) cancel(cause error) {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	if l.cause != nil {
+		return
+	}
+	l.cause = cause
+	if l.cancelFn != nil {
+		l.cancelFn(cause)
+		l.cancelFn = nil
+	}
+}
 
 // Err returns nil while the lease is held, then [ErrLost] or [ErrReleased].
-func (l *Lease) Err() error { return context.Cause(l.ctx) }
+func (l *Lease) Err() error {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	return l.cause
+}
+
+// contextMade reports whether Context has handed out the lease's context.
+func (l *Lease) contextMade() bool {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	return l.ctx != nil
+}
 
 // Held reports whether the lease is still held: not ended, and its local
 // deadline not passed.
 func (l *Lease) Held() bool {
-	if l.ctx.Err() != nil {
+	if l.Err() != nil {
 		return false
 	}
 	l.mu.Lock()
@@ -172,7 +236,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l.released {
 		return nil
 	}
-	if errors.Is(context.Cause(l.ctx), ErrLost) {
+	if errors.Is(l.Err(), ErrLost) {
 		return fmt.Errorf("lease: release %q: %w", l.name, ErrLost)
 	}
 	if l.result != nil {
@@ -188,9 +252,11 @@ func (l *Lease) Release(ctx context.Context) error {
 // derived from it), and the release cancels that before it asks the store;
 // obeying it would fail every such release and leave the grant to lapse.
 // ctx's deadline, values and any other cancellation still bound the call.
-// done releases what the returned context holds.
+// done releases what the returned context holds. A ctx that cannot end,
+// or that cannot derive from l's context because l never made it, is
+// used as it is.
 func (l *Lease) releaseContext(ctx context.Context) (rctx context.Context, done func()) {
-	if ctx.Done() == nil {
+	if ctx.Done() == nil || !l.contextMade() {
 		return ctx, func() {}
 	}
 	if ctx.Err() != nil && !l.endedBy(ctx) {
@@ -217,11 +283,12 @@ func (l *Lease) releaseContext(ctx context.Context) (rctx context.Context, done 
 // endedBy reports whether ctx ended because l did: l's context is done
 // and ctx carries the same cause (a context derived from l's).
 func (l *Lease) endedBy(ctx context.Context) bool {
-	if l.ctx.Err() == nil {
+	lc := l.Err()
+	if lc == nil {
 		return false
 	}
 	c := context.Cause(ctx)
-	return c != nil && c == context.Cause(l.ctx) && ctx.Err() == context.Canceled
+	return c != nil && c == lc && ctx.Err() == context.Canceled
 }
 
 // stop releases the lease if it is held (or draining), or waits, bounded

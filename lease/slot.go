@@ -111,6 +111,19 @@ type slot struct {
 	acquiring bool          // ... to acquire for a caller
 	wake      chan struct{} // buffered: the claims changed (made for a worker)
 	p         progress      // guarded by mu, used by the busy goroutine
+	spare     *Lease        // made with the slot, for its first own attempt; guarded by mu
+}
+
+// newSlot returns a slot of name with a spare lease made in the same
+// allocation: an uncontended Acquire, the common case, finds a fresh slot
+// and makes its attempt, and its lease, itself (acquireNow).
+func newSlot(m *Manager, name string) *slot {
+	b := new(struct {
+		s slot
+		l Lease
+	})
+	b.s.m, b.s.name, b.s.spare = m, name, &b.l
+	return &b.s
 }
 
 // progress is what a slot remembers between store calls.

@@ -177,7 +177,7 @@ func (s *slot) grant(ctx context.Context, rec Record, sent, recv, deadline time.
 	s.claims[0] = nil
 	s.claims = s.claims[1:]
 	c.state = claimDone
-	l := newLease(s, rec, sent, recv, deadline)
+	l := newLease(nil, s, rec, sent, recv, deadline)
 	l.waited = waited
 	s.lease, s.busy, s.acquiring = l, false, false
 	freed, by := s.p.freed, s.p.freedBy

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -196,9 +197,9 @@ func decodeAcquire(v any, contender string, ttl, transition int64) (lease.Record
 	if !ok {
 		return decodeRecord(v)
 	}
-	tok, err := uintOf(t)
+	tok, err := strconv.ParseUint(t, 10, 64) // not uintOf: boxing t costs an allocation
 	if err != nil {
-		return lease.Record{}, err
+		return lease.Record{}, fmt.Errorf("%w: %q where a token belongs", ErrUnexpectedReply, t)
 	}
 	if tok == 0 {
 		return lease.Record{}, fmt.Errorf("%w: token 0 granted", ErrUnexpectedReply)

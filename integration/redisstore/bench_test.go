@@ -51,16 +51,30 @@ func countedManager(b *testing.B, srv *testserver.RedisServer, ttl time.Duration
 // Manager (Watch, acquire script, release script).
 func BenchmarkAcquireRelease(b *testing.B) {
 	srv := privateRedis(b)
-	m := benchManager(b, srv, 10*time.Second)
+	benchCycles(b, benchManager(b, srv, 10*time.Second), bg)
+}
+
+// benchCycles acquires and releases one lock of m under ctx per op.
+func benchCycles(b *testing.B, m *lease.Manager, ctx context.Context) {
 	for b.Loop() {
-		l, err := m.Acquire(bg, "bench")
+		l, err := m.Acquire(ctx, "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := l.Release(bg); err != nil {
+		if err := l.Release(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkAcquireReleaseCancelable is BenchmarkAcquireRelease under a
+// context that can be cancelled, as a request's is (and as the bench
+// module's scenarios pass): each store call then watches it.
+func BenchmarkAcquireReleaseCancelable(b *testing.B) {
+	srv := privateRedis(b)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	benchCycles(b, benchManager(b, srv, 10*time.Second), ctx)
 }
 
 // BenchmarkHandoff: from one Manager's Release to the grant of another
