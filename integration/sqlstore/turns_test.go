@@ -36,18 +36,30 @@ func TestTakingTurnsNoMissedWake(t *testing.T) {
 			players = 3
 			playFor = 8 * time.Second
 			hold    = 2 * time.Millisecond
+			// A waiter that missed its wake-up sleeps until the owner's
+			// transition end, about turnTTL + turnTr away, since the owner
+			// holds for milliseconds. Woken waiters took up to about 3 s
+			// under load 10-19 on two cores (waiting for the other two
+			// players' turns on starved CPUs), so the ttl is chosen long
+			// enough to put an order of magnitude between the two.
+			turnTTL = 20 * time.Second
+			turnTr  = 10 * time.Second
 			// stalled is what a woken waiter never needs, even on starved
-			// CPUs: one that missed its wake-up sleeps until the owner's
-			// transition end, about pushTTL + pushTr away, since the owner
-			// holds for milliseconds (pushTTL/2 was exceeded at load 35
-			// on two cores by woken waiters).
-			stalled = pushTTL
+			// CPUs, and a third of what a missed wake-up costs.
+			stalled = (turnTTL + turnTr) / 3
 		)
-		ctx, cancel := context.WithTimeout(t.Context(), playFor+4*i5Bound)
+		// A missed wake-up near the end still completes (and is reported).
+		ctx, cancel := context.WithTimeout(t.Context(), playFor+2*(turnTTL+turnTr))
 		defer cancel()
 		ms := make([]*lease.Manager, players)
 		for i := range ms {
-			ms[i] = newManager(t, d.newStore(t, dsn), fmt.Sprint("player-", i))
+			m, err := lease.NewManager(d.newStore(t, dsn), lease.WithTTL(turnTTL), lease.WithTransition(turnTr),
+				lease.WithContenderID(fmt.Sprint("player-", i)))
+			if err != nil {
+				t.Fatalf("NewManager: %v", err)
+			}
+			t.Cleanup(func() { m.Close(context.Background()) })
+			ms[i] = m
 		}
 		type wait struct {
 			player int

@@ -143,7 +143,10 @@ func TestLapsedGrantGetsNewToken(t *testing.T) {
 	s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
 	ctx := t.Context()
 	const name = "i1/lapsed"
-	const ttl, transition = 100 * time.Millisecond, 100 * time.Millisecond
+	// The first grant must last through the repeated Acquire on a loaded
+	// machine and then lapse; the new grant must outlast the listing.
+	const ttl, transition = time.Second, time.Second
+	const lateTTL, lateTransition = 10 * time.Second, 10 * time.Second
 	first, err := s.Acquire(ctx, name, "a", ttl, transition)
 	if err != nil || !first.Held("a") {
 		t.Fatalf("Acquire = %+v, %v", first, err)
@@ -152,7 +155,7 @@ func TestLapsedGrantGetsNewToken(t *testing.T) {
 		t.Fatalf("Acquire within the grant = %+v, %v; want token %d", again, err, first.Token)
 	}
 	time.Sleep(ttl + transition + 100*time.Millisecond)
-	late, err := s.Acquire(ctx, name, "a", ttl, transition)
+	late, err := s.Acquire(ctx, name, "a", lateTTL, lateTransition)
 	if err != nil || !late.Held("a") || late.Token <= first.Token {
 		t.Errorf("Acquire after the grant lapsed = %+v, %v; want a new grant with a token above %d", late, err, first.Token)
 	}
