@@ -48,7 +48,11 @@ func (s *slot) releaseLease(ctx context.Context, l *Lease) error {
 }
 
 // releaseHeld releases a held grant, retrying an unknown outcome a few
-// times while the grant could still be live and ctx lasts.
+// times while the grant could still be live and ctx lasts. A retry that
+// finds the grant gone before the lease's deadline, which it cannot have
+// outlived on the server, means an earlier attempt whose reply was lost
+// (a timeout, a dropped connection) ended it: that is a release, not
+// [ErrNotHeld].
 func (s *slot) releaseHeld(ctx context.Context, l *Lease) error {
 	cfg := &s.m.cfg
 	var err error
@@ -58,6 +62,9 @@ func (s *slot) releaseHeld(ctx context.Context, l *Lease) error {
 			c = &l.releaseCall
 		}
 		err = s.releaseIn(c, ctx, l.token)
+		if attempt > 0 && errors.Is(err, ErrNotHeld) && cfg.clock.Now().Before(l.Deadline()) {
+			return nil
+		}
 		if err == nil || errors.Is(err, ErrNotHeld) || ctx.Err() != nil || !cfg.clock.Now().Before(l.Deadline()) {
 			return err
 		}

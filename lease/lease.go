@@ -221,6 +221,10 @@ func (l *Lease) Deadline() time.Time {
 // wrapping [ErrLost]: the work done under it may not have been exclusive.
 // If the store call fails, the grant lapses by itself after ttl +
 // transition (or is released in the background), and the error says so.
+// A call whose outcome is unknown (a timeout, a lost connection) is
+// retried while the lease's deadline lasts; a retry that finds the grant
+// already ended before that deadline counts as the release (the earlier
+// attempt ended it and its reply was lost), so Release returns nil.
 func (l *Lease) Release(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)

@@ -1,0 +1,58 @@
+package lease_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/memstore"
+)
+
+// lostReply applies every Release on the store, but answers the first as
+// if its reply had been lost on the way back (S9: a timeout after the
+// server applied): the caller cannot tell that the grant ended.
+type lostReply struct {
+	lease.Store
+	asked atomic.Int32
+}
+
+func (s *lostReply) Release(ctx context.Context, name, contender string, token uint64) error {
+	err := s.Store.Release(ctx, name, contender, token)
+	if s.asked.Add(1) == 1 && err == nil {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// TestReleaseRetryAfterLostReply (S9): Release retries an attempt whose
+// outcome it does not know; when the retry finds the grant gone before the
+// lease's deadline, the lost attempt ended it, and Release returns nil, not
+// ErrNotHeld. The lock is free for the next contender.
+func TestReleaseRetryAfterLostReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		st := &lostReply{Store: mem}
+		m, err := lease.NewManager(st, lease.WithContenderID("a"), lease.WithTTL(tTTL), lease.WithTransition(tTransition))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(bg)
+		l := mustAcquire(t, m, "x")
+		if err := l.Release(bg); err != nil {
+			t.Fatalf("Release whose first reply was lost after the store applied it: %v, want nil", err)
+		}
+		if n := st.asked.Load(); n != 2 {
+			t.Fatalf("the store was asked to release %d times, want 2 (a retry)", n)
+		}
+		other, err := lease.NewManager(mem, lease.WithContenderID("b"), lease.WithTTL(tTTL), lease.WithTransition(tTransition))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close(bg)
+		if l2, err := other.TryAcquire(bg, "x"); err != nil || l2 == nil {
+			t.Fatalf("another contender after the release: %v, %v; want the lock", l2, err)
+		}
+	})
+}
