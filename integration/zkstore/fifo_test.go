@@ -10,6 +10,15 @@ import (
 	"github.com/simba-go/simba/zkstore"
 )
 
+// quietSession is the session timeout of tests that count a waiter's
+// requests. A waiter polls (its Acquire lists the queue) once the owner's
+// ttl + transition, as the owner's node says, have passed since it
+// looked: with tckSession's 5 s + 3 s, a run slowed by a loaded machine
+// saw a poll land between a release and the next grant ("listed the
+// queue 1 times"). A 40 s session (LeaseOptions 25 s + 15 s) puts the
+// polls past any run.
+const quietSession = 40 * time.Second
+
 // TestFIFONoHerd: waiters are granted in the order they queued, and a
 // release wakes only the next one: a hand-off costs the release's delete
 // on its way (the next waiter watched the owner itself, from the start or
@@ -24,7 +33,7 @@ func TestFIFONoHerd(t *testing.T) {
 	const name = "fifo"
 	spy := connect(t, srv.Servers(), tckSession).Conn()
 	newManager := func() (*lease.Manager, *zkstore.Store) {
-		s := newStore(t, connect(t, srv.Servers(), tckSession), srv.Root())
+		s := newStore(t, connect(t, srv.Servers(), quietSession), srv.Root())
 		return manager(t, s, s.LeaseOptions()...), s
 	}
 	holder, hs := newManager()
@@ -143,9 +152,9 @@ func TestHandoffBehindAWaiterOnlyDeletes(t *testing.T) {
 	var ms [3]*lease.Manager
 	log := &wireLog{} // the last waiter's
 	for i := range stores {
-		sess := connect(t, srv.Servers(), tckSession)
+		sess := connect(t, srv.Servers(), quietSession)
 		if i == 2 {
-			sess = loggedSession(t, srv.Servers(), log)
+			sess = loggedSessionOf(t, srv.Servers(), log, quietSession)
 		}
 		stores[i] = newStore(t, sess, srv.Root())
 		ms[i] = manager(t, stores[i], stores[i].LeaseOptions()...)

@@ -91,6 +91,11 @@ func (c *loggedConn) Read(b []byte) (int, error) {
 // loggedSession opens a Session whose frames go to log, and closes it
 // when the test ends.
 func loggedSession(t *testing.T, servers []string, log *wireLog) *zkstore.Session {
+	return loggedSessionOf(t, servers, log, tckSession)
+}
+
+// loggedSessionOf is loggedSession with a session timeout of its own.
+func loggedSessionOf(t *testing.T, servers []string, log *wireLog, session time.Duration) *zkstore.Session {
 	t.Helper()
 	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(network, addr, timeout)
@@ -101,7 +106,7 @@ func loggedSession(t *testing.T, servers []string, log *wireLog) *zkstore.Sessio
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	sess, err := zkstore.Connect(ctx, servers, tckSession, zkstore.WithDialer(dial),
+	sess, err := zkstore.Connect(ctx, servers, session, zkstore.WithDialer(dial),
 		zkstore.WithConnOptions(zk.WithLogInfo(false), zk.WithLogger(quiet{})))
 	if err != nil {
 		t.Fatal(err)
