@@ -287,6 +287,7 @@ func (p *Process) stop(sig syscall.Signal) error {
 		return nil
 	}
 	pid := p.cmd.Process.Pid
+	kids := descendants(pid) // before any signal: a dead parent's children are re-parented
 	if sig == syscall.SIGKILL {
 		_ = signalGroup(pid, sig)
 	} else {
@@ -307,6 +308,7 @@ func (p *Process) stop(sig syscall.Signal) error {
 		<-done
 	}
 	_ = signalGroup(pid, syscall.SIGKILL) // stragglers of the group, if any
+	waitExited(kids, stopTimeout)
 	p.state.Store(stopped)
 	return nil
 }

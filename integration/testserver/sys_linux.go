@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -92,6 +93,32 @@ func descendants(pid int) []int {
 		queue = append(queue, children[p]...)
 	}
 	return out
+}
+
+// waitExited waits, up to timeout, until none of pids runs any more
+// (gone, or a zombie: its memory, and its attachment to PostgreSQL's
+// shared memory, are released at exit, not when it is reaped). A killed
+// server's processes, re-parented when their parent died, may still be
+// exiting when the leader has been reaped; a new server started on the
+// same data meanwhile refuses to run ("pre-existing shared memory block
+// is still in use").
+func waitExited(pids []int, timeout time.Duration) {
+	end := time.Now().Add(timeout)
+	for _, pid := range pids {
+		for notExited(pid) && time.Now().Before(end) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// notExited reports whether pid is a process that has not exited.
+func notExited(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && len(stat) > i+2 && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 // processAlive reports whether some process has the given pid.

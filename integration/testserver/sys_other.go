@@ -5,6 +5,7 @@ package testserver
 import (
 	"errors"
 	"syscall"
+	"time"
 )
 
 // localSupported reports whether local server processes can be run here.
@@ -26,3 +27,6 @@ const (
 func releaseStaleShm(string) {}
 
 func reaperAttr() *syscall.SysProcAttr { return nil }
+
+func descendants(int) []int           { return nil }
+func waitExited([]int, time.Duration) {}

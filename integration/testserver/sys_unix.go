@@ -2,7 +2,10 @@
 
 package testserver
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // localSupported reports whether local server processes can be run here.
 const localSupported = true
@@ -42,3 +45,9 @@ const (
 // releaseStaleShm is Linux-only; elsewhere a killed PostgreSQL's segment
 // stays until reboot (or ipcrm).
 func releaseStaleShm(string) {}
+
+// descendants is Linux-only (it reads /proc): none here.
+func descendants(int) []int { return nil }
+
+// waitExited is Linux-only: see there.
+func waitExited([]int, time.Duration) {}
