@@ -184,6 +184,7 @@ func TestScrape(t *testing.T) {
 	}
 
 	// b waits for "job" and gets it at a's release, pushed by the store.
+	acquires := st.Stats().Acquire
 	got := make(chan *lease.Lease, 1)
 	go func() {
 		l, err := b.Acquire(bg, "job")
@@ -192,7 +193,14 @@ func TestScrape(t *testing.T) {
 		}
 		got <- l
 	}()
-	eventually(t, "b queues for job", func() bool { return slices.Contains(st.Inspect("job").Queue, "b") })
+	// Queued, subscribed, and past the attempt a waiter makes once
+	// subscribed: a release before that attempt is seen by the attempt,
+	// not by an event (under load: "handoff_gap_seconds[… simba_wake
+	// event] = 0").
+	eventually(t, "b waits for job's event", func() bool {
+		in := st.Inspect("job")
+		return slices.Contains(in.Queue, "b") && in.Watchers > 0 && st.Stats().Acquire >= acquires+2
+	})
 	if err := la.Release(bg); err != nil {
 		t.Fatal(err)
 	}
