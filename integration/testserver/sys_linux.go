@@ -67,20 +67,7 @@ func descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may contain spaces and parentheses.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
+		if _, ppid, ok := procStat(p); ok {
 			children[ppid] = append(children[ppid], p)
 		}
 	}
@@ -113,12 +100,27 @@ func waitExited(pids []int, timeout time.Duration) {
 
 // notExited reports whether pid is a process that has not exited.
 func notExited(pid int) bool {
+	state, _, ok := procStat(pid)
+	return ok && state != "Z" && state != "X"
+}
+
+// procStat reads the state and parent of process pid from /proc.
+func procStat(pid int) (state string, ppid int, ok bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return "", 0, false
 	}
+	// pid (comm) state ppid …; comm may contain spaces and parentheses.
 	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && len(stat) > i+2 && stat[i+2] != 'Z' && stat[i+2] != 'X'
+	if i < 0 {
+		return "", 0, false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0], ppid, err == nil
 }
 
 // processAlive reports whether some process has the given pid.
