@@ -15,10 +15,17 @@ import (
 // releaseLease releases l, which its caller has marked ending, in the
 // caller's goroutine: the context is cancelled first, then the store is
 // asked (with a few retries while the grant could be live). A grant whose
-// release failed is remembered and given back by a worker.
-func (s *slot) releaseLease(ctx context.Context, l *Lease) error {
+// release failed is remembered and given back by a worker. A late release
+// (l's deadline had passed: the timers had not yet ended it) ends a lost
+// lease: its context's cause is ErrLost, and it counts as lost, though the
+// grant is still given back here.
+func (s *slot) releaseLease(ctx context.Context, l *Lease, late bool) error {
+	cause := ErrReleased
+	if late {
+		cause = ErrLost
+	}
 	m := s.m
-	l.cancel(ErrReleased)
+	l.cancel(cause)
 	s.mu.Lock()
 	s.busy = true // nobody else is busy while a lease is held
 	s.mu.Unlock()
@@ -35,9 +42,14 @@ func (s *slot) releaseLease(ctx context.Context, l *Lease) error {
 	l.ended(err)
 	l.mu.Unlock()
 	s.mu.Unlock()
-	m.obs.holding(s.name, -1)
-	if err == nil || errors.Is(err, ErrNotHeld) {
+	switch {
+	case late:
+		m.lost(l, causeDeadline, "")
+	case err == nil || errors.Is(err, ErrNotHeld):
+		m.obs.holding(s.name, -1)
 		m.logReleased(l, err)
+	default:
+		m.obs.holding(s.name, -1)
 	}
 	if err == nil {
 		m.noteReleased(s.name, l.token, l.waited)

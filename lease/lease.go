@@ -219,6 +219,9 @@ func (l *Lease) Deadline() time.Time {
 // Release is idempotent: once it has succeeded, later calls return nil. If
 // the lease had been lost before Release was called, it returns an error
 // wrapping [ErrLost]: the work done under it may not have been exclusive.
+// That includes a lease whose deadline had passed, even if the Manager had
+// not yet noticed and the store still had the grant (which Release then
+// gives back all the same).
 // If the store call fails, the grant lapses by itself after ttl +
 // transition (or is released in the background), and the error says so.
 // A call whose outcome is unknown (a timeout, a lost connection) is
@@ -303,9 +306,10 @@ func (l *Lease) stop(ctx context.Context) error {
 	switch l.state {
 	case leaseHeld, leaseDraining:
 		l.state = leaseEnding
+		late := !l.s.m.cfg.clock.Now().Before(l.deadline)
 		l.s.m.timers.unschedule(l)
 		l.mu.Unlock()
-		return l.s.releaseLease(ctx, l)
+		return l.s.releaseLease(ctx, l, late)
 	case leaseEnding:
 		ch := l.stoppedCh()
 		l.mu.Unlock()

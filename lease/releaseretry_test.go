@@ -2,9 +2,11 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/memstore"
@@ -53,6 +55,47 @@ func TestReleaseRetryAfterLostReply(t *testing.T) {
 		defer other.Close(bg)
 		if l2, err := other.TryAcquire(bg, "x"); err != nil || l2 == nil {
 			t.Fatalf("another contender after the release: %v, %v; want the lock", l2, err)
+		}
+	})
+}
+
+// jumpClock is the system clock plus an offset a test moves forward: the
+// Manager's timers, set on real durations, do not fire when it jumps.
+type jumpClock struct{ off *atomic.Int64 }
+
+func (c jumpClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c jumpClock) NewTimer(d time.Duration) lease.Timer {
+	return timer{time.NewTimer(d)}
+}
+
+// TestLateReleaseIsALoss: a Release that comes after the lease's deadline,
+// before the Manager's timers have ended the lease (a stalled process: the
+// timers had no chance to run), reports ErrLost, as Held() already did,
+// and not success or the store's ErrNotHeld; the grant, still live on the
+// store, is given back all the same. Found in the TCK on ZooKeeper under
+// load: "Release(…): lease: not held: zkstore: release … token 456".
+func TestLateReleaseIsALoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		clk := jumpClock{new(atomic.Int64)}
+		m := newMgr(t, mem, "a", lease.WithClock(clk))
+		l := mustAcquire(t, m, "x")
+		clk.off.Store(int64(tDeadline + time.Second)) // past the deadline; no timer fires
+		if l.Held() {
+			t.Fatalf("Held() past the deadline")
+		}
+		if err := l.Release(bg); !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Release past the deadline: %v, want ErrLost", err)
+		}
+		if err := l.Err(); !errors.Is(err, lease.ErrLost) {
+			t.Errorf("Err() after a late Release: %v, want ErrLost", err)
+		}
+		if err := l.Release(bg); !errors.Is(err, lease.ErrLost) {
+			t.Errorf("second Release: %v, want ErrLost", err)
+		}
+		other := newMgr(t, mem, "b")
+		if l2, err := other.TryAcquire(bg, "x"); err != nil || l2 == nil {
+			t.Fatalf("another contender after the late release: %v, %v; want the lock (the grant was given back)", l2, err)
 		}
 	})
 }

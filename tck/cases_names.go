@@ -110,14 +110,20 @@ func caseOddNames(e *env) {
 				continue
 			}
 			want := m[i>>round&1].ID()
-			if rec := e.rawGet(raw, n); rec.OwnerID != want || rec.Token != held[i].Token() {
-				e.t.Errorf("round %d: the store has %q owned by %q token %d, want %q token %d",
-					round, n, rec.OwnerID, rec.Token, want, held[i].Token())
+			rec := e.rawGet(raw, n)
+			if rec.OwnerID == want && rec.Token == held[i].Token() {
+				continue
 			}
+			// Held after the read: the grant was live all through it.
+			if !held[i].Held() {
+				e.t.Logf("round %d: %q was lost before the store was read (%v): not judged", round, n, held[i].Err())
+				continue
+			}
+			e.t.Errorf("round %d: the store has %q owned by %q token %d, want %q token %d",
+				round, n, rec.OwnerID, rec.Token, want, held[i].Token())
 		}
 		for i, l := range held {
-			if l != nil {
-				e.release(l)
+			if l != nil && !e.releaseUnlessLost(l) {
 				if o := e.get(m[0], names[i]); o.ID != "" {
 					e.t.Errorf("round %d: %q is held by %q after its release", round, names[i], o.ID)
 				}

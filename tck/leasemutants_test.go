@@ -57,8 +57,8 @@ var (
 		"case err == nil && !errors.Is(err, ErrNotHeld): // mutant: ErrNotHeld is retried below"}}
 	// Release, Close and Stop all end a held lease through releaseLease.
 	cancelAfterRelease = []patch{
-		{"lease/end.go", "\tm := s.m\n\tl.cancel(ErrReleased)\n\ts.mu.Lock()", "\tm := s.m\n\ts.mu.Lock()"},
-		{"lease/end.go", "\terr := s.releaseHeld(ctx, l)\n\ts.mu.Lock()", "\terr := s.releaseHeld(ctx, l)\n\tl.cancel(ErrReleased) // mutant: once the store has released\n\ts.mu.Lock()"},
+		{"lease/end.go", "\tm := s.m\n\tl.cancel(cause)\n\ts.mu.Lock()", "\tm := s.m\n\ts.mu.Lock()"},
+		{"lease/end.go", "\terr := s.releaseHeld(ctx, l)\n\ts.mu.Lock()", "\terr := s.releaseHeld(ctx, l)\n\tl.cancel(cause) // mutant: once the store has released\n\ts.mu.Lock()"},
 	}
 )
 
