@@ -38,14 +38,26 @@ const (
 // conditional UPDATE each, judged by their affected-row count and insert
 // id, never by RowsAffected of an upsert; on MariaDB the release of a
 // grant made while nobody was queued is a plain UPDATE (ReleaseIdle), and
-// Release only when that finds someone queued since.
+// Release only when that finds someone queued since. After such a
+// release the next acquire of the lock by the same contender tries
+// AcquireFree first, a plain UPDATE that grants a free lock nobody queues
+// for, and runs Acquire only when that changes nothing: an uncontended
+// cycle is two small statements.
 type myEngine struct {
 	db     dbtx
 	floor  *sync.Once // creates the token floor row before the first acquire
 	table  string
 	q      mydb.Queries
 	flavor *atomic.Int32 // flavorUnknown until the first acquire
+	// free: the (lock, contender) pairs whose last release ended the grant
+	// with nobody queued (ReleaseIdle), so that the lock is likely free
+	// for their next acquire. A hint only: the statement decides.
+	free *waitSet
 }
+
+// maxFree bounds myEngine.free: beyond it, a lock's next acquire runs
+// Acquire alone.
+const maxFree = 4096
 
 func (e myEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
 	e.floor.Do(func() { _ = e.q.EnsureFloor(ctx, e.db) }) // best effort: only a gap lock is at stake
@@ -53,6 +65,17 @@ func (e myEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
 		TtlMs: a.ttlMs, TransitionMs: a.transitionMs}
 	if a.waitMs > 0 { // the statement derives the expiry from ttl and transition
 		p.Enqueue = 1
+	}
+	if e.free.take(a.mutex, a.owner) {
+		res, err := e.q.AcquireFree(ctx, e.db, mydb.AcquireFreeParams{Mutex: p.Mutex, OwnerID: p.OwnerID, TtlMs: a.ttlMs, TransitionMs: a.transitionMs})
+		if err != nil {
+			return row{}, err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 1 {
+			if tok, err := res.LastInsertId(); err == nil && tok > 0 {
+				return grantRow(a, tok), nil
+			}
+		}
 	}
 	if e.flavor.Load() != flavorPlain {
 		r, err := e.acquireReturning(ctx, p)
@@ -69,15 +92,20 @@ func (e myEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
 		return row{}, err
 	}
 	if tok, err := res.LastInsertId(); err == nil && tok > 0 {
-		// Granted or extended: at the server's now of the upsert the grant
-		// had exactly ttl, then transition, left.
-		return row{found: true, owner: a.owner, token: tok, ttlAt: a.ttlMs, transitionAt: a.ttlMs + a.transitionMs}, nil
+		return grantRow(a, tok), nil
 	}
 	r, err := e.get(ctx, a.mutex)
 	if err == nil && !r.found {
 		err = errNoRow
 	}
 	return r, err
+}
+
+// grantRow is the row of a grant (or extension) to a.owner with token
+// that a statement reported by its insert id alone: at the server's now of
+// the statement the grant had exactly ttl, then transition, left.
+func grantRow(a acquireArgs, token int64) row {
+	return row{found: true, owner: a.owner, token: token, ttlAt: a.ttlMs, transitionAt: a.ttlMs + a.transitionMs}
 }
 
 // acquireReturning runs myAcquireReturning through the generated
@@ -173,6 +201,9 @@ func (e myEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 		// Release then sorts out. Only on MariaDB: on MySQL a grant does
 		// not read the queue back, so a crowded grant looks idle.
 		n, err := e.q.ReleaseIdle(ctx, e.db, mydb.ReleaseIdleParams{Mutex: []byte(a.mutex), OwnerID: []byte(a.owner), Token: a.token})
+		if err == nil && n > 0 {
+			e.free.add(a.mutex, a.owner)
+		}
 		if err != nil || n > 0 {
 			return n > 0, err
 		}

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"strconv"
@@ -120,8 +121,9 @@ const maxWaits = 1 << 16
 // queued, so that a Release that only withdraws (token 0) costs a
 // statement only when there is something to withdraw.
 type waitSet struct {
-	mu sync.Mutex
-	m  map[[2]string]struct{}
+	mu    sync.Mutex
+	m     map[[2]string]struct{}
+	limit int // the most pairs it holds; 0: maxWaits
 }
 
 // add records a pair; false when the set is full.
@@ -132,7 +134,7 @@ func (w *waitSet) add(name, contender string) bool {
 	if _, ok := w.m[k]; ok {
 		return true
 	}
-	if len(w.m) >= maxWaits {
+	if len(w.m) >= cmp.Or(w.limit, maxWaits) {
 		return false
 	}
 	if w.m == nil {

@@ -95,6 +95,27 @@ ON DUPLICATE KEY UPDATE
                        IF(LAST_INSERT_ID() > 0, INSERT(simba_mutex.queue, LOCATE(LEFT(VALUES(queue), 16), simba_mutex.queue), 29, ''), simba_mutex.queue)),
     simba_mutex.version       = simba_mutex.version + (LAST_INSERT_ID() > 0) + 0 * LAST_INSERT_ID(IF(LAST_INSERT_ID() > 1, simba_mutex.token, 0));
 
+-- name: AcquireFree :execresult
+-- Acquire's grant for a mutex this Store last saw free with nobody queued
+-- (its own ReleaseIdle ended the grant): a plain single-row UPDATE that
+-- grants only when nobody is queued and the mutex is free or its
+-- transition has ended, as Acquire would (a new token: one more than the
+-- row's), and changes nothing otherwise. The reply's insert id is the new
+-- token. 0 rows: the mutex is held, reserved, queued for or gone, and the
+-- caller runs Acquire, which tells these apart. Acquire resolves all of
+-- its expressions on every execution, whichever branch runs; this costs
+-- the server about two fifths less CPU per uncontended cycle on MariaDB
+-- 10.11 (with ReleaseIdle: 126 against 213 µs on a loaded machine).
+UPDATE simba_mutex SET
+    token         = LAST_INSERT_ID(token + 1),
+    version       = version + 1,
+    acquired_at   = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
+    ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(sqlc.arg(ttl_ms) AS SIGNED),
+    transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(sqlc.arg(ttl_ms) AS SIGNED) + CAST(sqlc.arg(transition_ms) AS SIGNED),
+    owner_id      = sqlc.arg(owner_id)
+WHERE mutex = sqlc.arg(mutex) AND queue = ''
+  AND (owner_id = '' OR transition_at <= (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000));
+
 -- name: Release :execresult
 -- Ends the live grant of owner_id with token (the token column is kept, so
 -- the next grant's token is greater) and withdraws wkey from the queue in
