@@ -1,6 +1,11 @@
 package sqlstore_test
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/simba-go/simba/sqlstore"
+)
 
 // TestMySQLAcquireFree (issue 18): on MariaDB, a contender's acquire of a
 // lock whose last release by the same Store ended its grant with nobody
@@ -14,7 +19,9 @@ func TestMySQLAcquireFree(t *testing.T) {
 	ctx := t.Context()
 	dsn, log := loggedMySQL(t)
 	a := mysqlDB.newStore(t, dsn)
-	b := mysqlDB.newStore(t, dsn)
+	// b's releases reserve the lock for a waiter for 30 s, not the default
+	// 1 s: a's attempt below must fall inside the window on a loaded machine.
+	b := mysqlDB.newStore(t, dsn, sqlstore.WithHandoff(30*time.Second))
 	plain := mysqlDB.open(t, dsn)
 	const mx = "free/x"
 	cycle := func() uint64 {

@@ -4,8 +4,10 @@ import (
 	"database/sql"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simba-go/simba/integration/testserver"
+	"github.com/simba-go/simba/sqlstore"
 )
 
 // generalLog counts the statements a MariaDB server runs by their sqlc
@@ -77,7 +79,9 @@ func TestMySQLReleaseIdleStatement(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dsn, log := loggedMySQL(t)
-	s := mysqlDB.newStore(t, dsn)
+	// Its releases reserve the lock for 30 s, not the default 1 s: the
+	// last check must fall inside the window on a loaded machine.
+	s := mysqlDB.newStore(t, dsn, sqlstore.WithHandoff(30*time.Second))
 
 	// The first grant creates the row, which starts with the acquirer's
 	// own entry, expired (see queries/mysql/mutex.sql): its release finds
