@@ -102,6 +102,7 @@ type bells struct {
 	ringers map[bellID]*ringer
 	held    map[bellID]heldGrant // grants without a ringer
 	holding bool                 // the holder loop runs
+	sparing bool                 // spare opens a connection
 	kick    chan struct{}        // wakes the holder loop
 }
 
@@ -457,7 +458,37 @@ func (b *bells) connect() *sql.Conn {
 		b.log.Warn("sqlstore: no connection for a doorbell; the waiter polls", "error", err)
 		return nil
 	}
+	b.spare()
 	return conn
+}
+
+// spare opens a connection for the pool, in the background, when taking
+// one for a ringer left it none idle: the contender's acquire once its
+// bell rings would otherwise open one (a new server session, about a
+// millisecond or more) between the release and the grant. A waiter waits
+// anyway; the hand-off should not. Only while the pool has room, and one
+// at a time.
+func (b *bells) spare() {
+	st := b.db.Stats()
+	if st.Idle > 0 || st.MaxOpenConnections > 0 && st.OpenConnections >= st.MaxOpenConnections {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.sparing {
+		return
+	}
+	b.sparing = true
+	b.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), holdCallMax)
+		defer cancel()
+		if conn, err := b.db.Conn(ctx); err == nil {
+			conn.Close() // idle in the pool from now on
+		}
+		b.mu.Lock()
+		b.sparing = false
+		b.mu.Unlock()
+	})
 }
 
 // letGo lets every bell of conn's session go, or discards conn (ending its
