@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/backoff"
-	mydb "github.com/simba-go/simba/internal/db/mysql"
 )
 
 // grantHooks tell a dialect's push path what the Store's own calls
@@ -88,12 +87,11 @@ const rangWait = 10 * time.Second
 // only after letting every bell go; on any doubt they are discarded,
 // which ends their session and so frees its locks.
 type bells struct {
-	db    *sql.DB
-	q     mydb.Queries
-	scope string // the table name
-	max   int    // ringers at most
-	hub   *hub
-	log   *slog.Logger
+	db  *sql.DB
+	sql bellSQL
+	max int // ringers at most
+	hub *hub
+	log *slog.Logger
 
 	wg sync.WaitGroup // ringers and the holder loop
 
@@ -118,8 +116,8 @@ type ringer struct {
 	gone   bool               // the Release let the session's bells go
 }
 
-func newBells(db *sql.DB, table string, max int, h *hub, log *slog.Logger) *bells {
-	return &bells{db: db, scope: table, max: max, hub: h, log: log,
+func newBells(db *sql.DB, stmts bellSQL, max int, h *hub, log *slog.Logger) *bells {
+	return &bells{db: db, sql: stmts, max: max, hub: h, log: log,
 		ringers: map[bellID]*ringer{}, held: map[bellID]heldGrant{}, kick: make(chan struct{}, 1)}
 }
 
@@ -360,14 +358,13 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 		if in.op == opHold {
 			if !mine { // came to hold without waiting first
 				dirty = true
-				taken, err := b.q.TakeBell(context.Background(), conn,
-					mydb.TakeBellParams{Scope: b.scope, Mutex: []byte(r.id.mutex), Self: r.id.key})
+				taken, err := b.sql.take(context.Background(), conn, r.id)
 				if err != nil {
 					discard(conn)
 					conn = nil
 					return conn, dirty
 				}
-				mine = taken == 1
+				mine = taken
 			}
 			// Keep the bell until the grant ends, is renewed, or lapses.
 			if mine {
@@ -393,12 +390,12 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 		stale := r.next != nil
 		r.cancel = cancel
 		b.mu.Unlock()
-		var res mydb.WaitBellRow
+		var held bool
+		var rang int64
 		var err error
 		if !stale {
 			dirty = true
-			res, err = b.q.WaitBell(ctx, conn, mydb.WaitBellParams{Scope: b.scope, Mutex: []byte(r.id.mutex),
-				Self: r.id.key, Pred: in.pred, TimeoutS: int64(bellWait / time.Second)})
+			held, rang, err = b.sql.wait(ctx, conn, r.id, in.pred, mine)
 		}
 		cancel()
 		b.mu.Lock()
@@ -420,15 +417,15 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 				return conn, dirty
 			}
 			fails++
-		case res.Rang == 0: // timed out: wait again
+		case rang == 0: // timed out: wait again
 			in.op = opWait
 			continue
-		case res.Rang == 1: // pred let go: a release, or pred left
+		case rang == 1: // pred let go: a release, or pred left
 			fails, probes = 0, 0
-			mine = res.Mine == 1
+			mine = held
 		default: // nobody holds pred's bell: try the row now and then
 			fails = 0
-			mine = res.Mine == 1
+			mine = held
 			if next, got := b.take(r, probeBackoff(probes)); got {
 				in = next
 				continue
@@ -496,7 +493,7 @@ func (b *bells) spare() {
 func (b *bells) letGo(conn *sql.Conn) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), holdCallMax)
 	defer cancel()
-	if _, err := b.q.DropBells(ctx, conn); err != nil {
+	if err := b.sql.dropAll(ctx, conn); err != nil {
 		discard(conn)
 		return false
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"time"
-
-	mydb "github.com/simba-go/simba/internal/db/mysql"
 )
 
 // holdRetry bounds the pause between attempts to take a bell that another
@@ -114,8 +112,8 @@ func (b *bells) sync(conn *sql.Conn, have, want map[bellID]bool) (ok, pending bo
 		if want[id] {
 			continue
 		}
-		n, err := b.q.DropBell(ctx, conn, mydb.DropBellParams{Scope: b.scope, Mutex: []byte(id.mutex), Self: id.key})
-		if err != nil || n != 1 {
+		dropped, err := b.sql.drop(ctx, conn, id)
+		if err != nil || !dropped {
 			return false, false
 		}
 		delete(have, id)
@@ -124,12 +122,12 @@ func (b *bells) sync(conn *sql.Conn, have, want map[bellID]bool) (ok, pending bo
 		if have[id] {
 			continue
 		}
-		taken, err := b.q.TakeBell(ctx, conn, mydb.TakeBellParams{Scope: b.scope, Mutex: []byte(id.mutex), Self: id.key})
+		taken, err := b.sql.take(ctx, conn, id)
 		if err != nil {
 			b.log.Warn("sqlstore: doorbell connection failed; waiters poll until it is back", "error", err)
 			return false, false
 		}
-		if taken == 1 {
+		if taken {
 			have[id] = true
 		} else {
 			pending = true

@@ -81,7 +81,7 @@ type row struct {
 	transitionAt int64
 	now          int64
 	queue        queued
-	waited       bool // a renewal saw live entries in the queue (MySQL)
+	waited       bool // a renewal saw live entries in the queue
 }
 
 // record turns a row into remaining durations (see remaining) and the

@@ -18,6 +18,7 @@ type config struct {
 	retries   int
 	push      bool
 	doorbells int
+	pgBells   bool // WithPostgresDoorbells
 	handoff   time.Duration
 	retention time.Duration
 	logger    *slog.Logger
@@ -114,6 +115,28 @@ func WithDoorbells(n int) Option {
 			return fmt.Errorf("%w: sqlstore: doorbells %d out of [1, 1024]", lease.ErrInvalidArgument, n)
 		}
 		c.doorbells = n
+		return nil
+	}
+}
+
+// WithPostgresDoorbells makes a PostgreSQL Store with push on (see
+// [WithPush]) wake its waiters as a MySQL Store does, through doorbells,
+// instead of LISTEN/NOTIFY: a waiter holds a session-level advisory lock
+// of its own (its bell) on a connection borrowed from the pool and blocks
+// on the bell of whom it waits behind, and a release lets the holder's
+// bell go in its own statement, which wakes the first waiter and only it.
+// PostgreSQL (through 18) signals every listening backend of the database
+// on each notifying commit, whatever the channel, so with LISTEN a hand-off
+// among K waiting Stores costs about K + 3 transactions on the server; with
+// doorbells about 4. It takes one connection per waiting contender and
+// lock, bounded as [WithDoorbells] says. A user statement_timeout ends a
+// doorbell's wait: the waiter then reconnects it, and may wait until its
+// poll meanwhile. Every Store on a table should have the same setting: a
+// LISTEN waiter is not woken by a doorbell release, nor a doorbell waiter
+// by a NOTIFY. Off by default. MySQL and SQLite ignore it.
+func WithPostgresDoorbells(on bool) Option {
+	return func(c *config) error {
+		c.pgBells = on
 		return nil
 	}
 }

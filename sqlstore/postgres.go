@@ -15,8 +15,9 @@ import (
 // (an acquire that lost returns the owner's row in the same statement).
 type pgEngine struct {
 	db      dbtx
+	table   string
 	q       pgdb.Queries
-	channel string // of the NOTIFY sent by a release
+	channel string // of the NOTIFY sent by a release; "" with doorbells
 }
 
 func (e pgEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
@@ -48,7 +49,9 @@ func (e pgEngine) renew(ctx context.Context, name, owner string, token, ttlMs, t
 	if err != nil {
 		return row{}, false, err
 	}
-	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}, true, nil
+	q := queued(r.Queue)
+	return row{found: true, owner: r.OwnerID, token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs,
+		queue: q, waited: q.live(r.NowMs)}, true, nil
 }
 
 // pgBatchItem is one element of RenewMany's JSON batch.
@@ -76,12 +79,19 @@ func (e pgEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed, e
 	byName := make(map[string]renewed, len(rs))
 	for _, r := range rs {
 		byName[r.Mutex] = renewed{ok: r.Renewed, row: row{found: r.OwnerID != "" || r.Token != 0, owner: r.OwnerID,
-			token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs}}
+			token: r.Token, ttlAt: r.TtlAt, transitionAt: r.TransitionAt, now: r.NowMs, queue: queued(r.Queue)}}
 	}
 	return inOrder(reqs, byName)
 }
 
 func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
+	if a.on != nil {
+		// On the connection that holds the holder's doorbell: the
+		// statement lets it go once the grant has ended.
+		r, err := e.q.Release(ctx, rewrite(a.on, e.table), pgdb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner,
+			Token: a.token, Wkey: a.key, WindowMs: a.windowMs, LetGo: true})
+		return r.Released > 0, err
+	}
 	if a.token > 0 && !a.crowded {
 		// Nobody was queued at the grant, which did not go to a waiter:
 		// most likely nobody is queued now, and ReleaseIdle, a plain

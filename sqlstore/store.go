@@ -66,10 +66,23 @@ func NewPostgres(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, errClockOffset
 	}
 	channel := channelName(c.table)
-	s := newStore(c, pgEngine{db: rewrite(db, c.table), channel: channel}, "postgres")
-	s.tag = newTag(tagLen)
+	eng := pgEngine{db: rewrite(db, c.table), table: c.table, channel: channel}
+	if c.push && c.pgBells {
+		eng.channel = "" // a release wakes through the holder's doorbell
+	}
+	s := newStore(c, eng, "postgres")
 	s.waitedCrowds = true
-	if c.push {
+	if !c.pgBells {
+		// With doorbells, untagged keys, as on MySQL: a waiter finds the
+		// bell of an owner in another Store from its contender id alone.
+		s.tag = newTag(tagLen)
+	}
+	switch {
+	case c.push && c.pgBells:
+		s.hub = &hub{pool: db, hearers: 1} // doorbells hear once armed (bells.canWait)
+		b := newBells(db, pgBells{scope: c.table}, c.doorbells, s.hub, c.logger)
+		s.hub.backend, s.hooks = b, b
+	case c.push:
 		s.hub = &hub{pool: db, linger: listenLinger}
 		s.hub.backend = &listener{db: db, channel: channel + "_" + s.tag, hub: s.hub, log: c.logger}
 	}
@@ -95,7 +108,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 	s.stmts = stmts
 	if c.push {
 		s.hub = &hub{pool: db, hearers: 1} // doorbells hear once armed (bells.canWait)
-		b := newBells(db, c.table, c.doorbells, s.hub, c.logger)
+		b := newBells(db, myBells{scope: c.table}, c.doorbells, s.hub, c.logger)
 		s.hub.backend, s.hooks = b, b
 	}
 	return s, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/schema"
 	"github.com/simba-go/simba/sqlstore"
 )
 
@@ -71,7 +72,7 @@ func runHandoffs(tb testing.TB, d dialect, k, n, warm int) handoffs {
 		dsn += "?interpolateParams=true" // as bench/ and the package's documentation
 	}
 	ops := serverOps(tb, d, dsn)
-	if d.name == "postgres" && warm > 0 {
+	if d.schema == schema.Postgres && warm > 0 {
 		ops = nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

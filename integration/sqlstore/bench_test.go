@@ -15,6 +15,7 @@ import (
 	modernc "modernc.org/sqlite"
 
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/schema"
 	"github.com/simba-go/simba/sqlstore"
 )
 
@@ -155,14 +156,14 @@ func countingDB(b testing.TB, d dialect, dsn string) (*sql.DB, *atomic.Int64) {
 // idle, that also counts the connections it opens.
 func countingPool(b testing.TB, d dialect, dsn string, size int) (db *sql.DB, trips, conns *atomic.Int64) {
 	var c driver.Connector
-	switch d.name {
-	case "postgres":
+	switch d.schema {
+	case schema.Postgres:
 		cfg, err := pgx.ParseConfig(dsn)
 		if err != nil {
 			b.Fatal(err)
 		}
 		c = stdlib.GetConnector(*cfg)
-	case "sqlite":
+	case schema.SQLite:
 		c = liteConnector{dsn}
 	default:
 		cfg, err := mysql.ParseDSN(dsn)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/simba-go/simba/schema"
 )
 
 // serverOps returns a function that reads how many statements the server
@@ -28,8 +30,8 @@ func serverOps(tb testing.TB, d dialect, dsn string) func() int64 {
 		ctx := context.Background()
 		var n int64
 		var err error
-		switch d.name {
-		case "postgres":
+		switch d.schema {
+		case schema.Postgres:
 			// A busy backend publishes its counters at most once a second;
 			// one that goes idle less than a second after its last publish
 			// waits up to 10 s (PGSTAT_IDLE_INTERVAL) or for its next

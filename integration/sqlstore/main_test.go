@@ -32,12 +32,18 @@ type dialect struct {
 
 var (
 	postgres = dialect{"postgres", "pgx", schema.Postgres, testserver.Postgres, sqlstore.NewPostgres}
-	mysqlDB  = dialect{"mysql", "mysql", schema.MySQL, testserver.MySQL, sqlstore.NewMySQL}
-	sqlite   = dialect{"sqlite", "sqlite", schema.SQLite, nil, sqlstore.NewSQLite}
+	// pgBells is PostgreSQL with doorbells (advisory locks) instead of
+	// LISTEN/NOTIFY.
+	pgBells = dialect{"pgbells", "pgx", schema.Postgres, testserver.Postgres,
+		func(db *sql.DB, opts ...sqlstore.Option) (*sqlstore.Store, error) {
+			return sqlstore.NewPostgres(db, append([]sqlstore.Option{sqlstore.WithPostgresDoorbells(true)}, opts...)...)
+		}}
+	mysqlDB = dialect{"mysql", "mysql", schema.MySQL, testserver.MySQL, sqlstore.NewMySQL}
+	sqlite  = dialect{"sqlite", "sqlite", schema.SQLite, nil, sqlstore.NewSQLite}
 	// dialects are the kinds every store test runs on; servers, the ones
 	// with a server (and its connection, time zone and restarts).
-	dialects = []dialect{postgres, mysqlDB, sqlite}
-	servers  = []dialect{postgres, mysqlDB}
+	dialects = []dialect{postgres, pgBells, mysqlDB, sqlite}
+	servers  = []dialect{postgres, pgBells, mysqlDB}
 )
 
 // liteDSN is the DSN of a SQLite file: WAL, a busy timeout and immediate

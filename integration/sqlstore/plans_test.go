@@ -62,6 +62,8 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 				t.Fatalf("%s: parameter $%d has unknown type %d", name, i+1, oid)
 			case dt.Name == "int8":
 				lits = append(lits, "1")
+			case dt.Name == "bool":
+				lits = append(lits, "false")
 			case i == 0:
 				lits = append(lits, "'small/1'")
 			default:

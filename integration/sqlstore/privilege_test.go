@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/schema"
 )
 
 // TestLeastPrivilegeRole: a database user that may only SELECT, INSERT,
@@ -27,8 +28,8 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		const password = "simba-test"
 		var grants, cleanup []string
 		var appDSN string
-		switch d.name {
-		case "postgres":
+		switch d.schema {
+		case schema.Postgres:
 			grants = []string{
 				fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", user, password),
 				"GRANT SELECT, INSERT, UPDATE, DELETE ON simba_mutex TO " + user,
@@ -41,7 +42,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 			}
 			u.User = url.UserPassword(user, password)
 			appDSN = u.String()
-		case "mysql":
+		case schema.MySQL:
 			cfg, err := mysql.ParseDSN(dsn)
 			if err != nil {
 				t.Fatal(err)

@@ -21,7 +21,7 @@ func TestSessionTimeZone(t *testing.T) {
 		ctx := t.Context()
 		dsn := d.migrated(t)
 		odd := dsn + "?time_zone=%27%2B05%3A45%27"
-		if d.name == "postgres" {
+		if d.schema == schema.Postgres {
 			odd = dsn + "&timezone=Asia/Kathmandu"
 		}
 		shifted, plain := d.newStore(t, odd), d.newStore(t, dsn)
@@ -49,7 +49,7 @@ func TestSessionTimeZone(t *testing.T) {
 		}
 		var tz string
 		q := "SELECT @@session.time_zone"
-		if d.name == "postgres" {
+		if d.schema == schema.Postgres {
 			q = "SHOW TimeZone"
 		}
 		if err := d.open(t, odd).QueryRowContext(ctx, q).Scan(&tz); err != nil || (tz != "+05:45" && tz != "Asia/Kathmandu") {

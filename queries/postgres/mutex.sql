@@ -88,7 +88,12 @@ WHERE s.mutex = sqlc.arg(mutex) AND NOT EXISTS (SELECT 1 FROM up);
 -- window_ms ":" mutex. So does a withdrawal by the reserved head when
 -- others wait. Nobody waiting, no notification: a notifying commit
 -- serializes on a server-wide lock. Returns released (1 when the grant
--- ended) and notified.
+-- ended) and notified. With let_go, run on the connection that holds
+-- owner_id's doorbell (WithPostgresDoorbells), a release that ended the
+-- grant also lets every advisory lock of the session go (let_go 1), which
+-- wakes the next waiter without a statement of its own; its acquire then
+-- waits for the row lock until this statement commits, and sees the
+-- release.
 WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms),
 rel AS (
     UPDATE simba_mutex AS m SET
@@ -137,7 +142,10 @@ SELECT (SELECT count(*) FROM rel)::bigint AS released,
                                        left(x.queue, 16) || rpad(substr(x.queue, 30, 16), 16, '-')
                                        || sqlc.arg(window_ms)::bigint::text || ':' || sqlc.arg(mutex)::text)
                       WHERE x.fresh AND x.queue <> '' AND sqlc.arg(channel)::text <> '') AS notified
-       )::bigint AS notified;
+       )::bigint AS notified,
+       (SELECT count(*)
+        FROM rel AS r, LATERAL (SELECT pg_advisory_unlock_all() WHERE sqlc.arg(let_go)::boolean) AS u
+       )::bigint AS let_go;
 
 -- name: ReleaseIdle :one
 -- Release's common case in a cheaper statement: ends the live grant of
@@ -157,8 +165,9 @@ WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token 
 RETURNING m.token;
 
 -- name: Renew :one
--- Extends the live grant of owner_id with token from now; no row when that
--- grant is not the current one or its transition has ended.
+-- Extends the live grant of owner_id with token from now, and returns the
+-- queue (a holder learns of waiters); no row when that grant is not the
+-- current one or its transition has ended.
 WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
 UPDATE simba_mutex AS m SET
     ttl_at        = n.ms + sqlc.arg(ttl_ms)::bigint,
@@ -167,7 +176,7 @@ UPDATE simba_mutex AS m SET
 FROM n
 WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = sqlc.arg(owner_id) AND m.token = sqlc.arg(token)
   AND m.transition_at > n.ms
-RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, n.ms AS now_ms;
+RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue, n.ms AS now_ms;
 
 -- name: RenewMany :many
 -- Renews, as Renew, each grant of batch: a JSON array of objects with
@@ -189,11 +198,12 @@ u AS (
         version       = m.version + 1
     FROM n, r
     WHERE m.mutex = r.mutex AND m.owner_id = r.owner_id AND m.token = r.token AND m.transition_at > n.ms
-    RETURNING m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at
+    RETURNING m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue
 )
 SELECT r.mutex::text AS mutex, (u.mutex IS NOT NULL)::boolean AS renewed,
        coalesce(u.owner_id, s.owner_id, '')::text AS owner_id, coalesce(u.token, s.token, 0)::bigint AS token,
        coalesce(u.ttl_at, s.ttl_at, 0)::bigint AS ttl_at, coalesce(u.transition_at, s.transition_at, 0)::bigint AS transition_at,
+       coalesce(u.queue, s.queue, '')::text AS queue,
        (SELECT n.ms FROM n)::bigint AS now_ms
 FROM r
 LEFT JOIN u ON u.mutex = r.mutex

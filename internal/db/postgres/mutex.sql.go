@@ -310,34 +310,34 @@ rel AS (
         transition_at = CASE WHEN (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
                       FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
                             FROM generate_series(1, length(m.queue) / 29) AS i) AS e
-                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $4::text) <> ''
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $5::text) <> ''
                              THEN n.ms + $2::bigint ELSE n.ms END,
         queue         = (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
                       FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
                             FROM generate_series(1, length(m.queue) / 29) AS i) AS e
-                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $4::text),
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $5::text),
         version       = m.version + 1
     FROM n
-    WHERE m.mutex = $3 AND m.owner_id = $5 AND m.token = $6
+    WHERE m.mutex = $3 AND m.owner_id = $6 AND m.token = $7
       AND m.transition_at > n.ms
     RETURNING m.queue, m.transition_at = n.ms + $2::bigint AS fresh
 ),
 wd AS (
     UPDATE simba_mutex AS m SET
-        transition_at = CASE WHEN m.owner_id = '' AND m.transition_at > n.ms AND left(m.queue, 16) = $4::text
+        transition_at = CASE WHEN m.owner_id = '' AND m.transition_at > n.ms AND left(m.queue, 16) = $5::text
                              THEN CASE WHEN (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
                       FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
                             FROM generate_series(1, length(m.queue) / 29) AS i) AS e
-                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $4::text) <> ''
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $5::text) <> ''
                                        THEN n.ms + $2::bigint ELSE n.ms END
                              ELSE m.transition_at END,
         queue         = (SELECT coalesce(string_agg(e.entry, '' ORDER BY e.i), '')
                       FROM (SELECT i, substr(m.queue, i * 29 - 28, 29) AS entry
                             FROM generate_series(1, length(m.queue) / 29) AS i) AS e
-                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $4::text),
+                      WHERE substr(e.entry, 17, 13) > lpad(n.ms::text, 13, '0') AND left(e.entry, 16) <> $5::text),
         version       = m.version + 1
     FROM n
-    WHERE m.mutex = $3 AND position($4::text IN m.queue) > 0 AND NOT EXISTS (SELECT 1 FROM rel)
+    WHERE m.mutex = $3 AND position($5::text IN m.queue) > 0 AND NOT EXISTS (SELECT 1 FROM rel)
     RETURNING m.queue, m.owner_id = '' AND m.transition_at = n.ms + $2::bigint AS fresh
 )
 SELECT (SELECT count(*) FROM rel)::bigint AS released,
@@ -350,13 +350,17 @@ SELECT (SELECT count(*) FROM rel)::bigint AS released,
                                        left(x.queue, 16) || rpad(substr(x.queue, 30, 16), 16, '-')
                                        || $2::bigint::text || ':' || $3::text)
                       WHERE x.fresh AND x.queue <> '' AND $1::text <> '') AS notified
-       )::bigint AS notified
+       )::bigint AS notified,
+       (SELECT count(*)
+        FROM rel AS r, LATERAL (SELECT pg_advisory_unlock_all() WHERE $4::boolean) AS u
+       )::bigint AS let_go
 `
 
 type ReleaseParams struct {
 	Channel  string
 	WindowMs int64
 	Mutex    string
+	LetGo    bool
 	Wkey     string
 	OwnerID  string
 	Token    int64
@@ -365,6 +369,7 @@ type ReleaseParams struct {
 type ReleaseRow struct {
 	Released int64
 	Notified int64
+	LetGo    int64
 }
 
 // Ends the live grant of owner_id with token (the token column is kept, so
@@ -377,18 +382,24 @@ type ReleaseRow struct {
 // window_ms ":" mutex. So does a withdrawal by the reserved head when
 // others wait. Nobody waiting, no notification: a notifying commit
 // serializes on a server-wide lock. Returns released (1 when the grant
-// ended) and notified.
+// ended) and notified. With let_go, run on the connection that holds
+// owner_id's doorbell (WithPostgresDoorbells), a release that ended the
+// grant also lets every advisory lock of the session go (let_go 1), which
+// wakes the next waiter without a statement of its own; its acquire then
+// waits for the row lock until this statement commits, and sees the
+// release.
 func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) (ReleaseRow, error) {
 	row := db.QueryRowContext(ctx, Release,
 		arg.Channel,
 		arg.WindowMs,
 		arg.Mutex,
+		arg.LetGo,
 		arg.Wkey,
 		arg.OwnerID,
 		arg.Token,
 	)
 	var i ReleaseRow
-	err := row.Scan(&i.Released, &i.Notified)
+	err := row.Scan(&i.Released, &i.Notified, &i.LetGo)
 	return i, err
 }
 
@@ -432,7 +443,7 @@ UPDATE simba_mutex AS m SET
 FROM n
 WHERE m.mutex = $3 AND m.owner_id = $4 AND m.token = $5
   AND m.transition_at > n.ms
-RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, n.ms AS now_ms
+RETURNING m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue, n.ms AS now_ms
 `
 
 type RenewParams struct {
@@ -448,11 +459,13 @@ type RenewRow struct {
 	Token        int64
 	TtlAt        int64
 	TransitionAt int64
+	Queue        string
 	NowMs        int64
 }
 
-// Extends the live grant of owner_id with token from now; no row when that
-// grant is not the current one or its transition has ended.
+// Extends the live grant of owner_id with token from now, and returns the
+// queue (a holder learns of waiters); no row when that grant is not the
+// current one or its transition has ended.
 func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (RenewRow, error) {
 	row := db.QueryRowContext(ctx, Renew,
 		arg.TtlMs,
@@ -467,6 +480,7 @@ func (q *Queries) Renew(ctx context.Context, db DBTX, arg RenewParams) (RenewRow
 		&i.Token,
 		&i.TtlAt,
 		&i.TransitionAt,
+		&i.Queue,
 		&i.NowMs,
 	)
 	return i, err
@@ -487,11 +501,12 @@ u AS (
         version       = m.version + 1
     FROM n, r
     WHERE m.mutex = r.mutex AND m.owner_id = r.owner_id AND m.token = r.token AND m.transition_at > n.ms
-    RETURNING m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at
+    RETURNING m.mutex, m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue
 )
 SELECT r.mutex::text AS mutex, (u.mutex IS NOT NULL)::boolean AS renewed,
        coalesce(u.owner_id, s.owner_id, '')::text AS owner_id, coalesce(u.token, s.token, 0)::bigint AS token,
        coalesce(u.ttl_at, s.ttl_at, 0)::bigint AS ttl_at, coalesce(u.transition_at, s.transition_at, 0)::bigint AS transition_at,
+       coalesce(u.queue, s.queue, '')::text AS queue,
        (SELECT n.ms FROM n)::bigint AS now_ms
 FROM r
 LEFT JOIN u ON u.mutex = r.mutex
@@ -505,6 +520,7 @@ type RenewManyRow struct {
 	Token        int64
 	TtlAt        int64
 	TransitionAt int64
+	Queue        string
 	NowMs        int64
 }
 
@@ -529,6 +545,7 @@ func (q *Queries) RenewMany(ctx context.Context, db DBTX, batch json.RawMessage)
 			&i.Token,
 			&i.TtlAt,
 			&i.TransitionAt,
+			&i.Queue,
 			&i.NowMs,
 		); err != nil {
 			return nil, err

@@ -1,0 +1,56 @@
+-- Doorbells (WithPostgresDoorbells): as on MySQL (queries/mysql/bells.sql),
+-- a contender that waits in a mutex's queue holds, on a connection of its
+-- own, the advisory lock of its own key (its bell), and blocks on the bell
+-- of whom it waits behind: a release lets the owner's bell go, which wakes
+-- the first waiter and only it. LISTEN/NOTIFY cannot: PostgreSQL 15
+-- signals every listening backend of the database on each notifying
+-- commit, whatever the channel, and each reads the notification queue in a
+-- transaction of its own. Bells are session-level advisory locks on one
+-- bigint, which sqlstore derives from the table, the mutex and the key
+-- (the first 8 bytes of a SHA-256); they are per database. Bells are
+-- hints: the row stays the only source of truth. Each statement runs its
+-- steps in order through a chain of materialized CTEs, each reading the
+-- one before.
+
+-- name: WaitBell :one
+-- Takes this session's bell (self) unless have says it holds it already,
+-- then waits for the bell of pred at most timeout_ms: rang is 1 when
+-- pred's session let it go, -1 when nobody held it (nothing to wait on);
+-- either way this session lets pred's bell go at once (dropped). When the
+-- wait times out the statement fails with lock_not_available (55P03), and
+-- the caller waits again: a statement that waits keeps its snapshot, which
+-- holds back what VACUUM may remove in the whole database, so no wait is
+-- long. The limit is the statement's own (set_config local to its
+-- transaction); a session's statement_timeout still applies.
+WITH s AS MATERIALIZED (
+    SELECT CASE WHEN sqlc.arg(have)::boolean THEN true ELSE pg_try_advisory_lock(sqlc.arg(self)::bigint) END AS mine
+),
+p AS MATERIALIZED (
+    SELECT s.mine, pg_try_advisory_lock(sqlc.arg(pred)::bigint) AS free,
+           set_config('lock_timeout', sqlc.arg(timeout_ms)::bigint::text, true) AS lock_timeout
+    FROM s
+),
+l AS MATERIALIZED (
+    SELECT p.mine, p.free,
+           (SELECT count(*) FROM (SELECT pg_advisory_lock(sqlc.arg(pred)::bigint)) AS z WHERE NOT p.free) AS waited
+    FROM p
+),
+u AS MATERIALIZED (
+    SELECT l.mine, l.free, pg_advisory_unlock(sqlc.arg(pred)::bigint) AS dropped FROM l
+)
+SELECT u.mine::boolean AS mine, (CASE WHEN u.free THEN -1 ELSE 1 END)::bigint AS rang, u.dropped::boolean AS dropped
+FROM u;
+
+-- name: TakeBell :one
+-- Takes this session's bell (self) if nobody holds it: true when it did.
+-- The caller takes it only when its session does not hold it already (an
+-- advisory lock taken twice must be let go twice).
+SELECT pg_try_advisory_lock(sqlc.arg(self)::bigint)::boolean AS taken;
+
+-- name: DropBell :one
+-- Lets this session's bell (self) go: true when the session held it.
+SELECT pg_advisory_unlock(sqlc.arg(self)::bigint)::boolean AS dropped;
+
+-- name: DropBells :exec
+-- Lets every advisory lock of this session go.
+SELECT pg_advisory_unlock_all();
