@@ -24,7 +24,7 @@ import (
 // acquisitions per contender and the longest wait of a Lock.
 func BenchmarkHandoffK(b *testing.B) {
 	for _, k := range []int{8, 32} {
-		for _, d := range dialects {
+		for _, d := range pushDialects {
 			b.Run(fmt.Sprintf("%s/K=%d", d.name, k), func(b *testing.B) { handoffK(b, d, k) })
 		}
 	}

@@ -42,8 +42,11 @@ var (
 	sqlite  = dialect{"sqlite", "sqlite", schema.SQLite, nil, sqlstore.NewSQLite}
 	// dialects are the kinds every store test runs on; servers, the ones
 	// with a server (and its connection, time zone and restarts).
-	dialects = []dialect{postgres, pgBells, mysqlDB, sqlite}
-	servers  = []dialect{postgres, pgBells, mysqlDB}
+	dialects = []dialect{postgres, mysqlDB, sqlite}
+	// pushDialects are the kinds the tests of waiting and waking run on:
+	// every dialect, and PostgreSQL with doorbells.
+	pushDialects = []dialect{postgres, pgBells, mysqlDB, sqlite}
+	servers      = []dialect{postgres, pgBells, mysqlDB}
 )
 
 // liteDSN is the DSN of a SQLite file: WAL, a busy timeout and immediate
@@ -63,6 +66,9 @@ func (d dialect) fresh(t testing.TB) string {
 
 // forEach runs f as a parallel subtest per dialect.
 func forEach(t *testing.T, f func(t *testing.T, d dialect)) { forAll(t, dialects, f) }
+
+// forPush runs f as a parallel subtest per push dialect.
+func forPush(t *testing.T, f func(t *testing.T, d dialect)) { forAll(t, pushDialects, f) }
 
 // forAll runs f as a parallel subtest per dialect of ds.
 func forAll(t *testing.T, ds []dialect, f func(t *testing.T, d dialect)) {

@@ -81,7 +81,7 @@ func handoff(t *testing.T, holder, waiter *lease.Manager, probe lease.Store, nam
 // (another process, as far as the database can tell) acquires within a
 // tenth of the ttl after the release, where polling would take seconds.
 func TestReleaseWakesWaiterAtOnce(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		dsn := d.migrated(t)
 		a, b := d.newStore(t, dsn), d.newStore(t, dsn)
 		took := handoff(t, newManager(t, a, "holder"), newManager(t, b, "waiter"), a, "push/wake", nil)
@@ -96,7 +96,7 @@ func TestReleaseWakesWaiterAtOnce(t *testing.T) {
 // woken, yet acquires within the I5 bound (at the owner's transition end
 // plus jitter); its Watch says why.
 func TestWithoutPushWaiterPolls(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		dsn := d.migrated(t)
 		a, b := d.newStore(t, dsn), d.newStore(t, dsn, sqlstore.WithPush(false))
 		if _, err := b.Watch(t.Context(), "m", "w"); !errors.Is(err, sqlstore.ErrNoPush) {
@@ -113,7 +113,7 @@ func TestWithoutPushWaiterPolls(t *testing.T) {
 // TestSmallPoolPolls: a pool of fewer than four connections lends none to
 // push; Watch says so and nothing hangs.
 func TestSmallPoolPolls(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		db := d.open(t, d.migrated(t))
 		db.SetMaxOpenConns(2)
 		s, err := d.store(db)
@@ -208,7 +208,7 @@ func killPushSessions(t *testing.T, dialect string, db *sql.DB) int {
 // package's leak check sees to that), is idempotent, and leaves the other
 // calls working.
 func TestClose(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		ctx := t.Context()
 		s := d.newStore(t, d.migrated(t))
 		ch, err := s.Watch(ctx, "close/m", "w")

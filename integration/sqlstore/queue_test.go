@@ -74,7 +74,7 @@ func enqueue(t *testing.T, store *sqlstore.Store, db *sql.DB, name, contender st
 // a positive Transition, and the waiter gets the lock. Today's code lets
 // the releaser take it straight back.
 func TestReleaseHoldsBackForFirstWaiter(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		ctx := t.Context()
 		dsn := d.migrated(t)
 		a, b, c := d.newStore(t, dsn), d.newStore(t, dsn), d.newStore(t, dsn)
@@ -121,7 +121,7 @@ func TestReleaseHoldsBackForFirstWaiter(t *testing.T) {
 // TestWaitersServedInOrder: waiters that queue one after another get the
 // lock in the order they came.
 func TestWaitersServedInOrder(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		ctx, cancel := context.WithTimeout(t.Context(), 4*i5Bound)
 		defer cancel()
 		dsn := d.migrated(t)
@@ -170,7 +170,7 @@ func TestWaitersServedInOrder(t *testing.T) {
 // for it, and the next live waiter still gets the lock within about the
 // hand-off window, not at the old owner's transition end.
 func TestDeadHeadDoesNotStall(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		ctx := t.Context()
 		dsn := d.migrated(t)
 		db := d.open(t, dsn)
@@ -223,7 +223,7 @@ func TestDeadHeadDoesNotStall(t *testing.T) {
 // the lock sooner, and its Manager polled at the window's end before (an
 // Acquire per waiter per hand-off at K = 32).
 func TestDeepWaiterPollsAfterAGrant(t *testing.T) {
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		ctx := t.Context()
 		dsn := d.migrated(t)
 		const window = 5 * time.Second // longer than the calls below take under load

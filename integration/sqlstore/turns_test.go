@@ -30,7 +30,7 @@ func TestTakingTurnsNoMissedWake(t *testing.T) {
 			}
 		}()
 	}
-	forEach(t, func(t *testing.T, d dialect) {
+	forPush(t, func(t *testing.T, d dialect) {
 		dsn := d.migrated(t)
 		const (
 			players = 3
