@@ -80,14 +80,14 @@ const rangWait = 10 * time.Second
 // contender of this Store that waits in a lock's queue has a ringer: a
 // goroutine with a connection of its own that holds the contender's bell
 // (a named lock, an advisory lock) and blocks on the bell of whom it waits
-// behind. When that bell lets go,
-// the ringer wakes the contender's Watch; if the contender then holds the
-// lock, the ringer keeps its bell until the grant ends, so that the
-// release wakes the next waiter. Grants of contenders that did not wait
-// have their bells taken, once the Store learns that others wait (an
-// acquire or renewal sees them), by one holder connection (bells_hold.go). Connections that may hold a bell go back to the pool
-// only after letting every bell go; on any doubt they are discarded,
-// which ends their session and so frees its locks.
+// behind. When that bell lets go, the ringer wakes the contender's Watch;
+// if the contender then holds the lock, the ringer keeps its bell until
+// the grant ends, so that the release wakes the next waiter. Grants of
+// contenders that did not wait have their bells taken, once the Store
+// learns that others wait (an acquire or renewal sees them), by one
+// holder connection (bells_hold.go). Connections that may hold a bell go
+// back to the pool only after letting every bell go; on any doubt they
+// are discarded, which ends their session and so frees its locks.
 type bells struct {
 	db  *sql.DB
 	sql bellSQL

@@ -102,13 +102,14 @@ func WithPush(on bool) Option {
 // doorbells, one per contender and lock that its Managers wait for.
 const DefaultDoorbells = 8
 
-// WithDoorbells bounds the connections a MySQL Store borrows from the pool
-// for doorbells: one per contender and lock it waits for, kept while that
-// contender then holds the lock (default [DefaultDoorbells]). The Store
+// WithDoorbells bounds the connections a MySQL Store (or a PostgreSQL one
+// with [WithPostgresDoorbells]) borrows from the pool for doorbells: one
+// per contender and lock it waits for, kept while that contender then
+// holds the lock (default [DefaultDoorbells]). The Store
 // also borrows one connection to hold the doorbells of the grants it took
 // without waiting; with it, it never takes more than half of the pool's
 // limit (sql.DB.SetMaxOpenConns). A waiter beyond the bound does not queue
-// and polls. PostgreSQL and SQLite ignore it.
+// and polls. SQLite, and PostgreSQL with LISTEN, ignore it.
 func WithDoorbells(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > 1024 {
@@ -129,9 +130,11 @@ func WithDoorbells(n int) Option {
 // on each notifying commit, whatever the channel, so with LISTEN a hand-off
 // among K waiting Stores costs about K + 3 transactions on the server; with
 // doorbells about 4. It takes one connection per waiting contender and
-// lock, bounded as [WithDoorbells] says. A user statement_timeout ends a
-// doorbell's wait: the waiter then reconnects it, and may wait until its
-// poll meanwhile. Every Store on a table should have the same setting: a
+// lock, bounded as [WithDoorbells] says. A waiting statement keeps its
+// snapshot, which holds back VACUUM in the whole database, so one wait
+// lasts at most 10 s (or the session's statement_timeout, if shorter) and
+// the doorbell then waits again on the same connection: a statement every
+// 10 s per waiter. Every Store on a table should have the same setting: a
 // LISTEN waiter is not woken by a doorbell release, nor a doorbell waiter
 // by a NOTIFY. Off by default. MySQL and SQLite ignore it.
 func WithPostgresDoorbells(on bool) Option {
