@@ -119,10 +119,10 @@
 //     on each notifying commit, and counts its reading of the queue as a
 //     transaction.) With [WithPostgresDoorbells], PostgreSQL wakes waiters
 //     as MySQL does below, with session-level advisory locks as doorbells:
-//     about 4 transactions per hand-off at K = 32 instead of K + 3, at the
-//     cost of a connection per waiting contender and lock and, since a
-//     waiting statement keeps its snapshot, a statement at least every 10 s
-//     per waiter.
+//     5.4 transactions per hand-off at K = 32 instead of 36 (cold start
+//     included, BenchmarkHandoffK), at the cost of a connection per
+//     waiting contender and lock and, since a waiting statement keeps its
+//     snapshot, a statement at least every 10 s per waiter.
 //   - MySQL: a waiter holds, on a connection borrowed from the pool, a
 //     named lock (GET_LOCK) of its own, its doorbell, and blocks on the
 //     doorbell of whom it waits behind (the waiter before it, or the
