@@ -138,8 +138,9 @@
 //   - SQLite: while anyone waits, one connection of the pool reads PRAGMA
 //     data_version (a local read; it changes when another connection or
 //     process commits) every 20 ms, every 1 ms while a waiter of this Store
-//     is first or second in a queue, and wakes the waiter a release
-//     reserved the lock for.
+//     is first or second in a queue (every n ms while n waiters are ahead
+//     of it, and at once when it has just joined the queue), and wakes
+//     the waiter a release reserved the lock for.
 //
 // Notifications are hints: the row is the only source of truth, and every
 // waiter still polls, so a lost notification delays a waiter but never

@@ -1,6 +1,10 @@
 package sqlstore
 
-import "github.com/simba-go/simba/internal/testhooks"
+import (
+	"time"
+
+	"github.com/simba-go/simba/internal/testhooks"
+)
 
 // The integration module's tests reach these internals through
 // internal/testhooks (see there).
@@ -9,5 +13,16 @@ func init() {
 		if e, ok := s.(*Store).eng.(myEngine); ok {
 			e.flavor.Store(flavorPlain)
 		}
+	}
+	testhooks.SQLLitePollEvery = func(s any, every time.Duration) {
+		if p, ok := s.(*Store).hooks.(*poller); ok {
+			p.every = every
+		}
+	}
+	testhooks.SQLLitePolls = func(s any) int64 {
+		if p, ok := s.(*Store).hooks.(*poller); ok {
+			return p.polls.Load()
+		}
+		return -1
 	}
 }

@@ -6,15 +6,16 @@ import (
 	"sync"
 )
 
-// prepared runs the statements it is given on db as prepared statements:
-// database/sql prepares each once per connection and keeps it, so the
+// prepared runs the statements it is given on db (a *sql.DB, or a
+// *sql.Conn) as prepared statements: database/sql prepares each once per
+// connection and keeps it, so the
 // server parses the long statements of the MySQL and SQLite stores once
 // per connection instead of once per call (with go-sql-driver/mysql, one
 // round trip per execution whatever the DSN's interpolateParams). Other
 // texts (those that vary: the IN lists of a batch) run as they are. A
 // statement whose preparation fails runs as it is, that time.
 type prepared struct {
-	db    *sql.DB
+	db    dbtx
 	fixed map[string]bool // the texts to prepare; never written after newPrepared
 
 	mu    sync.Mutex
@@ -23,7 +24,7 @@ type prepared struct {
 
 // newPrepared prepares queries (generated texts, on the default table) on
 // table.
-func newPrepared(db *sql.DB, table string, queries ...string) *prepared {
+func newPrepared(db dbtx, table string, queries ...string) *prepared {
 	p := &prepared{db: db, fixed: make(map[string]bool, len(queries)), stmts: map[string]*sql.Stmt{}}
 	for _, q := range queries {
 		if table != DefaultTable {

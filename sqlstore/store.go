@@ -146,7 +146,8 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 	warnLiteBusyTimeout(db, c.logger)
 	if c.push {
 		s.hub = &hub{pool: db}
-		s.hub.backend = &poller{db: db, table: c.table, hub: s.hub, log: c.logger, clock: c.clock}
+		p := &poller{db: db, table: c.table, hub: s.hub, log: c.logger, clock: c.clock, queued: make(chan struct{}, 1)}
+		s.hub.backend, s.hooks = p, p
 	}
 	return s, nil
 }

@@ -31,6 +31,18 @@ var (
 // that the tests run it on MariaDB too.
 var SQLMySQLWithoutReturning func(s any)
 
+// sqlstore's hooks of the SQLite push path; s is a SQLite
+// *sqlstore.Store.
+var (
+	// SQLLitePollEvery sets the longest interval between two looks of s's
+	// poller at the file (20 ms otherwise); call it before s's first
+	// Watch.
+	SQLLitePollEvery func(s any, every time.Duration)
+	// SQLLitePolls returns how many times s's poller has read PRAGMA
+	// data_version (-1 when s has no poller).
+	SQLLitePolls func(s any) int64
+)
+
 // zkstore's hooks (zkstore/hooks.go); s is a *zkstore.Store.
 var (
 	// ZKTrips returns the number of requests s has sent.
