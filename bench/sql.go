@@ -104,7 +104,7 @@ func simbaMySQL(s Servers) Target {
 func simbaSQLite(s Servers) Target {
 	o := &simbaSQL{driver: "sqlite", dsn: sqliteDSN(s.SQLite), dialect: schema.SQLite, prefix: s.KeyPrefix,
 		newStore: func(db *sql.DB) (*sqlstore.Store, error) { return sqlstore.NewSQLite(db) }}
-	return Target{Lib: "simba", Backend: "SQLite", Settings: simbaSettings + ", WAL, data_version polled every 20 ms (1 ms when first or second in line, n ms with n waiters ahead), pool of 16",
+	return Target{Lib: "simba", Backend: "SQLite", Settings: simbaSettings + ", WAL, data_version polled every 20 ms (1 ms when first or second in line, n ms with n waiters ahead), writes take turns through a lock file, pool of 16",
 		Open: o.open, Takeover: simbaTTL + simbaTransition}
 }
 

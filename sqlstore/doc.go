@@ -34,6 +34,10 @@
 // until it resumes, however long ago its own lease ended. Its late writes
 // are still fenced, but liveness on SQLite assumes that no contender is
 // stopped; a server store (PostgreSQL, MySQL) has no such shared lock.
+// The Stores' writes take turns through a lock file beside the database
+// ([WithSQLiteWriteLock]); a process stopped while it holds that turn
+// holds the others back the same way, and a write waiting for its turn
+// ends with its context.
 //
 // # How it works
 //

@@ -19,6 +19,7 @@ func init() {
 			p.every = every
 		}
 	}
+	testhooks.SQLBusyRetries = func(s any) int64 { return s.(*Store).busy.Load() }
 	testhooks.SQLLitePolls = func(s any) int64 {
 		if p, ok := s.(*Store).hooks.(*poller); ok {
 			return p.polls.Load()

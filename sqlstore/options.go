@@ -23,6 +23,7 @@ type config struct {
 	retention time.Duration
 	logger    *slog.Logger
 	clock     func() time.Duration // WithSQLiteClockOffset; nil: the host's clock
+	liteLock  bool                 // WithSQLiteWriteLock
 }
 
 // tableRE is an unquoted identifier, optionally prefixed by a schema (or,
@@ -165,6 +166,27 @@ func WithHandoff(d time.Duration) Option {
 			return fmt.Errorf("%w: sqlstore: hand-off window %v out of [0, %v]", lease.ErrInvalidArgument, d, maxHandoff)
 		}
 		c.handoff = d
+		return nil
+	}
+}
+
+// WithSQLiteWriteLock sets whether a SQLite Store's writes take turns
+// with those of the other Stores of the file, in every process, through
+// an exclusive flock(2) on a file beside the database: its path plus
+// "-simba-writes", created empty when missing and never removed (default
+// on, on Unix systems; a database without a file, such as ":memory:",
+// has none; the other dialects ignore the option). SQLite makes a writer that finds the file locked sleep 1, 2,
+// 5, 10 … up to 100 ms at a time, whether or not the lock was let go
+// meanwhile, so with many writers some wait far longer than the writes
+// ahead of them take; the kernel wakes a flock waiter when the lock is
+// let go. The lock file only orders writers: SQLite's own locks still
+// guard the data, a writer that does not take it (another program, an
+// older version of this package) is waited for as before, and a Store
+// that cannot open it (a read-only directory) goes on without it. A
+// write waiting for its turn ends with its context.
+func WithSQLiteWriteLock(on bool) Option {
+	return func(c *config) error {
+		c.liteLock = on
 		return nil
 	}
 }

@@ -34,6 +34,7 @@ func (s *Store) retry(ctx context.Context, f func() error) error {
 		var pause time.Duration
 		switch {
 		case sqlitebusy.Is(err) && time.Since(start) < liteBusyMax:
+			s.busy.Add(1)
 			pause = backoff.Plus(backoff.Exp(time.Millisecond, 50*time.Millisecond, busy), time.Millisecond)
 			busy++
 		case transient(err) && attempt < s.retries:

@@ -16,11 +16,25 @@ import (
 type liteEngine struct {
 	db dbtx
 	q  litedb.Queries
+	wl *writeLock // nil: none
+}
+
+// write runs f holding the engine's write lock.
+func (e liteEngine) write(ctx context.Context, f func() error) error {
+	if err := e.wl.lock(ctx); err != nil {
+		return err
+	}
+	defer e.wl.unlock()
+	return f()
 }
 
 func (e liteEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
-	r, err := e.q.Acquire(ctx, e.db, litedb.AcquireParams{Mutex: a.mutex, OwnerID: a.owner, Wkey: a.key,
-		TtlMs: a.ttlMs, TransitionMs: a.transitionMs, WaitMs: a.waitMs})
+	var r litedb.AcquireRow
+	err := e.write(ctx, func() (err error) {
+		r, err = e.q.Acquire(ctx, e.db, litedb.AcquireParams{Mutex: a.mutex, OwnerID: a.owner, Wkey: a.key,
+			TtlMs: a.ttlMs, TransitionMs: a.transitionMs, WaitMs: a.waitMs})
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return e.get(ctx, a.mutex) // held by someone else: report who
 	}
@@ -32,7 +46,11 @@ func (e liteEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
 }
 
 func (e liteEngine) renew(ctx context.Context, name, owner string, token, ttlMs, transitionMs int64) (row, bool, error) {
-	r, err := e.q.Renew(ctx, e.db, litedb.RenewParams{Mutex: name, OwnerID: owner, Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
+	var r litedb.RenewRow
+	err := e.write(ctx, func() (err error) {
+		r, err = e.q.Renew(ctx, e.db, litedb.RenewParams{Mutex: name, OwnerID: owner, Token: token, TtlMs: ttlMs, TransitionMs: transitionMs})
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		cur, err := e.get(ctx, name)
 		return cur, false, err
@@ -59,7 +77,11 @@ func (e liteEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed,
 			p.Mutexes = append(p.Mutexes, r.mutex)
 			p.Grants = append(p.Grants, sql.NullString{String: grantKey(r.mutex, r.owner, r.token), Valid: true})
 		}
-		rs, err := e.q.RenewBatch(ctx, e.db, p)
+		var rs []litedb.RenewBatchRow
+		err := e.write(ctx, func() (err error) {
+			rs, err = e.q.RenewBatch(ctx, e.db, p)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -93,8 +115,12 @@ func (e liteEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed,
 }
 
 func (e liteEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
-	released, err := e.q.Release(ctx, e.db, litedb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
-		Wkey: a.key, WindowMs: a.windowMs})
+	var released int64
+	err := e.write(ctx, func() (err error) {
+		released, err = e.q.Release(ctx, e.db, litedb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
+			Wkey: a.key, WindowMs: a.windowMs})
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil // nothing to end or withdraw
 	}
@@ -126,14 +152,18 @@ func (e liteEngine) list(ctx context.Context) ([]listed, error) {
 }
 
 func (e liteEngine) prune(ctx context.Context, retentionMs, maxRows int64) (int64, bool, error) {
-	floor, err := e.q.RaiseFloor(ctx, e.db, retentionMs)
+	var n int64
+	err := e.write(ctx, func() error {
+		floor, err := e.q.RaiseFloor(ctx, e.db, retentionMs)
+		if err != nil {
+			return err
+		}
+		n, err = e.q.Prune(ctx, e.db, litedb.PruneParams{RetentionMs: retentionMs, Floor: floor, MaxRows: maxRows})
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil // no row free for so long
 	}
-	if err != nil {
-		return 0, false, err
-	}
-	n, err := e.q.Prune(ctx, e.db, litedb.PruneParams{RetentionMs: retentionMs, Floor: floor, MaxRows: maxRows})
 	return n, n == maxRows, err
 }
 
@@ -154,4 +184,22 @@ func byDurations(reqs []renewArgs) [][]renewArgs {
 		groups[i] = append(groups[i], r)
 	}
 	return groups
+}
+
+// liteFile returns the path of db's main database file, "" for a
+// database in memory or when it cannot be read.
+func liteFile(db *sql.DB) string {
+	rows, err := db.Query("PRAGMA database_list")
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int
+		var name, file string
+		if rows.Scan(&seq, &name, &file) == nil && name == "main" {
+			return file
+		}
+	}
+	return ""
 }

@@ -34,6 +34,7 @@ type Store struct {
 	eng     engine
 	dialect string // "postgres", "mysql" or "sqlite", for messages
 	retries int
+	busy    atomic.Int64 // SQLite busy errors retried, for tests
 	handoff time.Duration
 	hub     *hub       // nil when push is off
 	hooks   grantHooks // what the push path learns from our calls
@@ -130,7 +131,10 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 // can overrun its ctx by up to the busy timeout (modernc.org/sqlite v1.58:
 // an Acquire with a 300 ms context returned after 10 s with
 // busy_timeout(10000)). NewSQLite logs a warning when a connection of db
-// has a busy timeout above 1 s. Push: while anyone waits, one
+// has a busy timeout above 1 s. The Store's writes take turns with those
+// of the other Stores of the file through a lock file beside it (see
+// [WithSQLiteWriteLock]), which NewSQLite opens, creating it when missing.
+// Push: while anyone waits, one
 // connection of the pool watches the file for commits (PRAGMA
 // data_version, a local read) and wakes the waiter a release hands the
 // lock to. db stays the caller's: the Store never closes or configures
@@ -141,7 +145,11 @@ func NewSQLite(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	stmts := newPrepared(db, c.table, litedb.Acquire, litedb.Release, litedb.Renew, litedb.Get)
-	s := newStore(c, liteEngine{db: shiftClock(rewrite(stmts, c.table), c.clock)}, "sqlite")
+	eng := liteEngine{db: shiftClock(rewrite(stmts, c.table), c.clock)}
+	if c.liteLock {
+		eng.wl = openWriteLock(liteFile(db))
+	}
+	s := newStore(c, eng, "sqlite")
 	s.stmts = stmts
 	warnLiteBusyTimeout(db, c.logger)
 	if c.push {
@@ -159,7 +167,7 @@ func newStore(c config, eng engine, dialect string) *Store {
 }
 
 func newConfig(db *sql.DB, opts []Option) (config, error) {
-	c := config{table: DefaultTable, retries: DefaultRetries, push: true, doorbells: DefaultDoorbells,
+	c := config{table: DefaultTable, retries: DefaultRetries, push: true, doorbells: DefaultDoorbells, liteLock: true,
 		handoff: DefaultHandoff, retention: DefaultRetention, logger: slog.New(slog.DiscardHandler)}
 	if db == nil {
 		return c, fmt.Errorf("%w: sqlstore: nil *sql.DB", lease.ErrInvalidArgument)

@@ -41,6 +41,8 @@ var (
 	// SQLLitePolls returns how many times s's poller has read PRAGMA
 	// data_version (-1 when s has no poller).
 	SQLLitePolls func(s any) int64
+	// SQLBusyRetries returns how many SQLITE_BUSY errors s has retried.
+	SQLBusyRetries func(s any) int64
 )
 
 // zkstore's hooks (zkstore/hooks.go); s is a *zkstore.Store.
