@@ -18,7 +18,11 @@ import (
 // release failed is remembered and given back by a worker. A late release
 // (l's deadline had passed: the timers had not yet ended it) ends a lost
 // lease: its context's cause is ErrLost, and it counts as lost, though the
-// grant is still given back here.
+// grant is still given back here. So does a release the store answers
+// with ErrNotHeld only once the deadline has passed (the process stalled
+// while the release was on its way, and the grant lapsed meanwhile),
+// unless the lease's context was made: its cause, ErrReleased, was told
+// before the release was sent, and stays.
 func (s *slot) releaseLease(ctx context.Context, l *Lease, late bool) error {
 	cause := ErrReleased
 	if late {
@@ -30,6 +34,9 @@ func (s *slot) releaseLease(ctx context.Context, l *Lease, late bool) error {
 	s.busy = true // nobody else is busy while a lease is held
 	s.mu.Unlock()
 	err := s.releaseHeld(ctx, l)
+	if !late && errors.Is(err, ErrNotHeld) && !m.cfg.clock.Now().Before(l.Deadline()) && l.lapsed() {
+		late = true // not ours to end any more: it lapsed
+	}
 	s.mu.Lock()
 	s.lease, s.busy = nil, false
 	if err != nil && !errors.Is(err, ErrNotHeld) {

@@ -179,6 +179,19 @@ func (l *Lease) cancel(cause error) {
 	}
 }
 
+// lapsed turns the cause ErrReleased into ErrLost, unless the lease's
+// context was made (it told ErrReleased already), and reports whether it
+// did: the release found the grant lapsed.
+func (l *Lease) lapsed() bool {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	if l.ctx != nil || l.cause != ErrReleased {
+		return false
+	}
+	l.cause = ErrLost
+	return true
+}
+
 // Err returns nil while the lease is held, then [ErrLost] or [ErrReleased].
 func (l *Lease) Err() error {
 	l.cmu.Lock()
@@ -221,7 +234,10 @@ func (l *Lease) Deadline() time.Time {
 // wrapping [ErrLost]: the work done under it may not have been exclusive.
 // That includes a lease whose deadline had passed, even if the Manager had
 // not yet noticed and the store still had the grant (which Release then
-// gives back all the same).
+// gives back all the same), and one whose store answered, only after the
+// deadline, that the grant was gone (the process stalled while the release
+// was on its way, and the grant lapsed), unless the lease's context had
+// been made: that context already told [ErrReleased].
 // If the store call fails, the grant lapses by itself after ttl +
 // transition (or is released in the background), and the error says so.
 // A call whose outcome is unknown (a timeout, a lost connection) is

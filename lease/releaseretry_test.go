@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -96,6 +97,45 @@ func TestLateReleaseIsALoss(t *testing.T) {
 		other := newMgr(t, mem, "b")
 		if l2, err := other.TryAcquire(bg, "x"); err != nil || l2 == nil {
 			t.Fatalf("another contender after the late release: %v, %v; want the lock (the grant was given back)", l2, err)
+		}
+	})
+}
+
+// lapseOnRelease stands for a process that stalls while its release is on
+// the way: the clock jumps past the lease's deadline, the grant lapses on
+// the store (a watchdog deletes it), and the store answers ErrNotHeld.
+type lapseOnRelease struct {
+	lease.Store
+	clk  jumpClock
+	past time.Duration
+}
+
+func (s lapseOnRelease) Release(ctx context.Context, name, contender string, token uint64) error {
+	s.clk.off.Store(int64(s.past))
+	if err := s.Store.Release(ctx, name, contender, token); err != nil {
+		return err
+	}
+	return fmt.Errorf("store: release %q token %d: %w", name, token, lease.ErrNotHeld)
+}
+
+// TestReleaseAnsweredAfterDeadlineIsALoss: a Release the store answers
+// with ErrNotHeld only after the lease's deadline (the grant lapsed while
+// the process stalled with the release on its way) reports ErrLost, as a
+// Release sent after the deadline does, and not ErrNotHeld, which would
+// say that someone else's grant was there. Found in the TCK on ZooKeeper
+// under load: "Release(…): lease: not held: zkstore: release … token 462",
+// after the fix for a Release sent late.
+func TestReleaseAnsweredAfterDeadlineIsALoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		clk := jumpClock{new(atomic.Int64)}
+		m := newMgr(t, lapseOnRelease{Store: mem, clk: clk, past: tDeadline + time.Second}, "a", lease.WithClock(clk))
+		l := mustAcquire(t, m, "x")
+		if err := l.Release(bg); !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Release answered ErrNotHeld after the deadline: %v, want ErrLost", err)
+		}
+		if err := l.Err(); !errors.Is(err, lease.ErrLost) {
+			t.Errorf("Err() after it: %v, want ErrLost", err)
 		}
 	})
 }

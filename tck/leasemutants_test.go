@@ -58,7 +58,7 @@ var (
 	// Release, Close and Stop all end a held lease through releaseLease.
 	cancelAfterRelease = []patch{
 		{"lease/end.go", "\tm := s.m\n\tl.cancel(cause)\n\ts.mu.Lock()", "\tm := s.m\n\ts.mu.Lock()"},
-		{"lease/end.go", "\terr := s.releaseHeld(ctx, l)\n\ts.mu.Lock()", "\terr := s.releaseHeld(ctx, l)\n\tl.cancel(cause) // mutant: once the store has released\n\ts.mu.Lock()"},
+		{"lease/end.go", "\terr := s.releaseHeld(ctx, l)\n", "\terr := s.releaseHeld(ctx, l)\n\tl.cancel(cause) // mutant: once the store has released\n"},
 	}
 )
 
