@@ -128,3 +128,22 @@ func TestLiteWriteTurnEndsWithContext(t *testing.T) {
 		t.Fatalf("Acquire after the lock file was let go = %+v, %v", r, err)
 	}
 }
+
+// TestLiteWithoutLockFile: a Store that cannot open the lock file (here a
+// dangling link into a missing directory stands where it would be; root
+// ignores a read-only directory) goes on without it, as its documentation
+// says: SQLite's own wait orders its writes.
+func TestLiteWithoutLockFile(t *testing.T) {
+	path, dsn := liteNoWait(t)
+	if err := os.Symlink(filepath.Join(t.TempDir(), "missing", "x"), path+"-simba-writes"); err != nil {
+		t.Fatal(err)
+	}
+	s := liteWriter(t, dsn)
+	r, err := s.Acquire(t.Context(), "nolock/a", "c", pushTTL, pushTr)
+	if err != nil || !r.Held("c") {
+		t.Fatalf("Acquire without a lock file = %+v, %v", r, err)
+	}
+	if err := s.Release(t.Context(), "nolock/a", "c", r.Token); err != nil {
+		t.Fatal(err)
+	}
+}
