@@ -175,11 +175,11 @@ func WithHandoff(d time.Duration) Option {
 // an exclusive flock(2) on a file beside the database: its path plus
 // "-simba-writes", created empty when missing and never removed (default
 // on, on Unix systems; a database without a file, such as ":memory:",
-// has none; the other dialects ignore the option). SQLite makes a writer that finds the file locked sleep 1, 2,
-// 5, 10 … up to 100 ms at a time, whether or not the lock was let go
-// meanwhile, so with many writers some wait far longer than the writes
-// ahead of them take; the kernel wakes a flock waiter when the lock is
-// let go. The lock file only orders writers: SQLite's own locks still
+// has none; the other dialects ignore the option). SQLite makes a writer
+// that finds the file locked sleep 1, 2, 5, 10 … up to 100 ms at a time,
+// whether or not the lock was let go meanwhile, so with many writers some
+// wait far longer than the writes ahead of them take; the kernel wakes a
+// flock waiter when the lock is let go. The lock file only orders writers: SQLite's own locks still
 // guard the data, a writer that does not take it (another program, an
 // older version of this package) is waited for as before, and a Store
 // that cannot open it (a read-only directory) goes on without it. A
