@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/internal/testhooks"
+	"github.com/simba-go/simba/lease"
 	"github.com/simba-go/simba/sqlstore"
 )
 
@@ -145,5 +146,52 @@ func TestLiteWithoutLockFile(t *testing.T) {
 	}
 	if err := s.Release(t.Context(), "nolock/a", "c", r.Token); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLiteForeignWriterIsWaitedFor: a writer that does not take the lock
+// file (another program, an older version of this package) is waited for
+// as before, as WithSQLiteWriteLock says: while another connection holds
+// SQLite's write lock in an open transaction, a Store's Acquire (its turn
+// in the lock file taken) finds the file busy and keeps trying, and once
+// that transaction commits, the Acquire gets its grant.
+func TestLiteForeignWriterIsWaitedFor(t *testing.T) {
+	_, dsn := liteNoWait(t)
+	s := liteWriter(t, dsn)
+	foreign, err := sql.Open("sqlite", dsn) // _txlock=immediate: BEGIN takes the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer foreign.Close()
+	tx, err := foreign.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	type result struct {
+		rec lease.Record
+		err error
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), i5Bound)
+	defer cancel()
+	go func() {
+		r, err := s.Acquire(ctx, "foreign/a", "c", pushTTL, pushTr)
+		done <- result{r, err}
+	}()
+	for testhooks.SQLBusyRetries(s) == 0 {
+		select {
+		case r := <-done:
+			t.Fatalf("Acquire while another connection writes = %+v, %v; want it to wait", r.rec, r.err)
+		case <-ctx.Done():
+			t.Fatal("the Store never found the file busy")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || !r.rec.Held("c") {
+		t.Fatalf("Acquire once the other connection committed = %+v, %v", r.rec, r.err)
 	}
 }
