@@ -31,7 +31,7 @@ type grantHooks interface {
 // lender is what a push path with doorbells adds to grantHooks: the
 // connection that holds a holder's doorbell, lent to its Release.
 type lender interface {
-	lend(mutex, key string) *sql.Conn
+	lend(mutex, key string) dbtx
 	giveBack(mutex, key string, letGo bool)
 }
 
@@ -58,6 +58,7 @@ type bellID struct{ mutex, key string }
 const (
 	opWait = iota // hold our bell, wait behind pred's
 	opHold        // hold our bell: we hold the lock
+	opPark        // let every bell go, keep the connection for the next wait
 	opStop        // let every bell go and end
 )
 
@@ -72,7 +73,8 @@ type instr struct {
 const bellWait = time.Hour
 
 // rangWait is how long a ringer that rang waits for its contender's next
-// acquire to say what comes next before it gives its bell up.
+// acquire to say what comes next before it gives its bell up, and how
+// long a parked ringer keeps its connection for the contender's next wait.
 const rangWait = 10 * time.Second
 
 // bells is the MySQL push path, and PostgreSQL's with
@@ -114,6 +116,7 @@ type ringer struct {
 	cur    instr              // what the goroutine does now
 	cancel context.CancelFunc // aborts its statement in flight, if any
 	idle   *sql.Conn          // its connection while it holds our bell and waits (lendable)
+	on     dbtx               // its connection as lent (bellSQL.lendable), nil without one
 	lent   bool               // idle is lent to a Release: the goroutine waits
 	gone   bool               // the Release let the session's bells go
 }
@@ -127,13 +130,14 @@ func newBells(db *sql.DB, stmts bellSQL, max int, h *hub, log *slog.Logger) *bel
 // the hub's mu.
 func (b *bells) start() {}
 
-// stop ends the ringers of waiters (nobody watches any more); ringers that
-// hold a grant's bell keep it until the grant ends.
+// stop ends the ringers of waiters and the parked ones (nobody watches
+// any more); ringers that hold a grant's bell keep it until the grant
+// ends.
 func (b *bells) stop() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, r := range b.ringers {
-		if r.cur.op == opWait {
+		if r.cur.op == opWait || r.cur.op == opPark {
 			b.send(r, instr{op: opStop})
 		}
 	}
@@ -174,7 +178,18 @@ func (b *bells) admit(id bellID) bool {
 		return false
 	}
 	_, ok := b.ringers[id]
-	return ok || len(b.ringers) < b.limit()
+	return ok || len(b.ringers) < b.limit() || b.parked() != nil
+}
+
+// parked returns a ringer that is parked and may be stopped to make room
+// for another, or nil. Called with mu held.
+func (b *bells) parked() *ringer {
+	for _, r := range b.ringers {
+		if r.cur.op == opPark && r.next == nil {
+			return r
+		}
+	}
+	return nil
 }
 
 // instruct tells id's ringer what to do next, starting one if needed.
@@ -183,8 +198,18 @@ func (b *bells) instruct(id bellID, in instr) {
 	defer b.mu.Unlock()
 	r := b.ringers[id]
 	if r == nil {
-		if in.op == opStop || b.closed || len(b.ringers) >= b.limit() {
+		if in.op == opStop || in.op == opPark || b.closed {
 			return
+		}
+		if len(b.ringers) >= b.limit() {
+			p := b.parked()
+			if p == nil {
+				return
+			}
+			// A parked ringer makes room: it ends, its connection goes
+			// back to the pool.
+			delete(b.ringers, p.id)
+			b.send(p, instr{op: opStop})
 		}
 		r = &ringer{id: id, wake: make(chan struct{}, 1), cur: instr{op: -1}}
 		b.ringers[id] = r
@@ -244,7 +269,7 @@ func (b *bells) take(r *ringer, d time.Duration) (in instr, ok bool) {
 // id's bell and waits, so that the release statement lets the bell go
 // itself (ReleaseBells); nil when there is none. The ringer waits until
 // giveBack.
-func (b *bells) lend(name, key string) *sql.Conn {
+func (b *bells) lend(name, key string) dbtx {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.ringers[bellID{name, key}]
@@ -252,7 +277,7 @@ func (b *bells) lend(name, key string) *sql.Conn {
 		return nil
 	}
 	r.lent = true
-	return r.idle
+	return r.on
 }
 
 // giveBack returns the connection lend handed out; letGo tells whether the
@@ -300,12 +325,15 @@ func (b *bells) grant(id bellID, remaining time.Duration, waited bool) {
 	b.wakeHolder()
 }
 
-// end records that id's grant ended or that id left the queue.
+// end records that id's grant ended or that id left the queue. Its ringer
+// parks: it lets its bells go but keeps its connection (and the statements
+// prepared on it) for id's next wait, which a contender that loops on a
+// lock soon has.
 func (b *bells) end(id bellID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if r := b.ringers[id]; r != nil {
-		b.send(r, instr{op: opStop})
+		b.send(r, instr{op: opPark})
 	}
 	if _, ok := b.held[id]; ok {
 		delete(b.held, id)
@@ -314,25 +342,28 @@ func (b *bells) end(id bellID) {
 }
 
 // ring is a ringer goroutine: it follows its instructions until told to
-// stop (or until nobody follows up on a ring), then lets its bells go and
-// hands its connection back.
+// stop (or until nobody follows up on a ring or on a park), then lets its
+// bells go and hands its connection back.
 func (b *bells) ring(r *ringer) {
 	defer b.wg.Done()
 	var conn *sql.Conn
 	for {
-		var holds bool
-		conn, holds = b.serve(r, conn)
-		if conn != nil && holds && !b.letGo(conn) {
+		var holds, park bool
+		conn, holds, park = b.serve(r, conn)
+		if conn != nil && holds && !b.letGo(r, conn) {
 			conn = nil
 		}
 		// An instruction that came while the ringer was ending starts it
-		// again (on the same, clean connection), or it would be lost.
+		// again (on the same, clean connection), or it would be lost; a
+		// parked ringer with a clean connection waits for one.
 		b.mu.Lock()
-		if r.next == nil || b.closed {
-			delete(b.ringers, r.id)
+		if b.closed || b.ringers[r.id] != r || r.next == nil && (!park || conn == nil) {
+			if b.ringers[r.id] == r {
+				delete(b.ringers, r.id)
+			}
 			b.mu.Unlock()
 			if conn != nil {
-				conn.Close()
+				b.hangUp(r, conn, false)
 			}
 			return
 		}
@@ -340,21 +371,47 @@ func (b *bells) ring(r *ringer) {
 	}
 }
 
+// adopt makes conn r's connection, lendable as bellSQL.lendable has it.
+func (b *bells) adopt(r *ringer, conn *sql.Conn) {
+	on := b.sql.lendable(conn)
+	b.mu.Lock()
+	r.on = on
+	b.mu.Unlock()
+}
+
+// hangUp hands r's connection back: closes what was prepared on it, then
+// the connection, discarding its session when bad.
+func (b *bells) hangUp(r *ringer, conn *sql.Conn, bad bool) {
+	b.mu.Lock()
+	on := r.on
+	r.on = nil
+	b.mu.Unlock()
+	if p, ok := on.(*prepared); ok {
+		p.close()
+	}
+	if bad {
+		discard(conn)
+	} else {
+		conn.Close()
+	}
+}
+
 // serve follows r's instructions on conn (a new one when nil) until told
-// to stop, or until nobody follows up on a ring, and returns the
-// connection, if any, and whether its session may hold bells.
-func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
-	mine := false  // conn's session holds our bell
-	dirty := false // conn's session may hold bells
+// to stop or park, or until nobody follows up on a ring, and returns the
+// connection, if any, whether its session may hold bells, and whether the
+// ringer was told to park.
+func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool) {
+	mine := false // conn's session holds our bell
 	in, ok := b.take(r, rangWait)
 	for fails, probes := 0, 0; ok; {
-		if in.op == opStop {
-			return conn, dirty
+		if in.op == opStop || in.op == opPark {
+			return conn, dirty, in.op == opPark
 		}
 		if conn == nil {
 			if conn = b.connect(); conn == nil {
-				return nil, false
+				return nil, false, false
 			}
+			b.adopt(r, conn)
 			mine = false
 		}
 		if in.op == opHold {
@@ -362,14 +419,18 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 				dirty = true
 				taken, err := b.sql.take(context.Background(), conn, r.id)
 				if err != nil {
-					discard(conn)
-					conn = nil
-					return conn, dirty
+					b.hangUp(r, conn, true)
+					return nil, dirty, false
 				}
 				mine = taken
 			}
 			// Keep the bell until the grant ends, is renewed, or lapses.
 			if mine {
+				if p, ok := r.on.(*prepared); ok { // before it is lent: its release must not wait for a prepare
+					ctx, cancel := context.WithTimeout(context.Background(), holdCallMax)
+					p.warm(ctx)
+					cancel()
+				}
 				b.mu.Lock()
 				r.idle = conn
 				b.mu.Unlock()
@@ -382,7 +443,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 			}
 			b.mu.Unlock()
 			if !ok {
-				return conn, dirty // lapsed without a word: nobody holds it any more
+				return conn, dirty, false // lapsed without a word: nobody holds it any more
 			}
 			continue
 		}
@@ -405,7 +466,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 		r.cur = instr{op: -1} // any instruction is news from now on
 		b.mu.Unlock()
 		if err != nil {
-			discard(conn) // aborted or failed: its session may hold anything
+			b.hangUp(r, conn, true) // aborted or failed: its session may hold anything
 			conn = nil
 		}
 		if next, got := b.take(r, 0); got { // a new instruction came meanwhile
@@ -416,7 +477,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 		case err != nil:
 			b.log.Warn("sqlstore: doorbell connection failed; reconnecting", "lock", r.id.mutex, "error", err)
 			if !sleepCtx(context.Background(), reconnectBackoff(fails)) {
-				return conn, dirty
+				return conn, dirty, false
 			}
 			fails++
 		case rang == 0: // timed out: wait again
@@ -437,7 +498,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (*sql.Conn, bool) {
 		b.hub.wakeKey(r.id.mutex, r.id.key)
 		in, ok = b.take(r, rangWait) // nobody follows up: give the bells up
 	}
-	return conn, dirty
+	return conn, dirty, false
 }
 
 // probeBackoff is the pause before the n-th (from 0) try of the row by a
@@ -490,13 +551,13 @@ func (b *bells) spare() {
 	})
 }
 
-// letGo lets every bell of conn's session go, or discards conn (ending its
-// session frees them too) and reports false.
-func (b *bells) letGo(conn *sql.Conn) bool {
+// letGo lets every bell of r's connection's session go, or discards conn
+// (ending its session frees them too) and reports false.
+func (b *bells) letGo(r *ringer, conn *sql.Conn) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), holdCallMax)
 	defer cancel()
 	if err := b.sql.dropAll(ctx, conn); err != nil {
-		discard(conn)
+		b.hangUp(r, conn, true)
 		return false
 	}
 	return true

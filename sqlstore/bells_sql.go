@@ -28,6 +28,10 @@ type bellSQL interface {
 	drop(ctx context.Context, conn *sql.Conn, id bellID) (bool, error)
 	// dropAll lets every bell of the session go.
 	dropAll(ctx context.Context, conn *sql.Conn) error
+	// lendable returns conn, a ringer's connection, as a Release runs on
+	// it when lent (see lender): with the dialect's release statement
+	// prepared where the server would otherwise parse it on every call.
+	lendable(conn *sql.Conn) dbtx
 }
 
 // myBells are MySQL's bells: named locks (GET_LOCK), named by the
@@ -56,6 +60,13 @@ func (m myBells) drop(ctx context.Context, conn *sql.Conn, id bellID) (bool, err
 func (m myBells) dropAll(ctx context.Context, conn *sql.Conn) error {
 	_, err := m.q.DropBells(ctx, conn)
 	return err
+}
+
+// lendable prepares ReleaseBells on conn: MariaDB parses the statement's
+// text in about as long as it runs it (server time per call, prepared
+// against as text: 189 against 357 µs on the benchmarks' server).
+func (m myBells) lendable(conn *sql.Conn) dbtx {
+	return newPrepared(conn, m.scope, mydb.ReleaseBells)
 }
 
 // pgBells are PostgreSQL's bells: session-level advisory locks on
@@ -106,6 +117,10 @@ func (p pgBells) take(ctx context.Context, conn *sql.Conn, id bellID) (bool, err
 func (p pgBells) drop(ctx context.Context, conn *sql.Conn, id bellID) (bool, error) {
 	return p.q.DropBell(ctx, conn, pgBellKey(p.scope, id.mutex, id.key))
 }
+
+// lendable is conn itself: pgx (the driver the store documents) prepares
+// and keeps a connection's statements on its own.
+func (p pgBells) lendable(conn *sql.Conn) dbtx { return conn }
 
 func (p pgBells) dropAll(ctx context.Context, conn *sql.Conn) error {
 	return p.q.DropBells(ctx, conn)

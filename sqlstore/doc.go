@@ -133,7 +133,12 @@
 //     owner); a release lets the owner's doorbell go, which wakes the first
 //     waiter and only it. A waiter that gets the lock keeps its doorbell
 //     (and its connection) until it releases, in the release statement
-//     itself. A holder that did not wait takes its doorbell, on one shared
+//     itself, prepared on that connection (MariaDB takes about as long to
+//     parse the statement's text as to run it). The connection then stays
+//     with the contender, its bells let go, for up to 10 s, so that its
+//     next wait for the lock needs no new connection and no new
+//     preparation; a waiter of another lock that finds no room takes its
+//     place. A holder that did not wait takes its doorbell, on one shared
 //     connection, once it learns that others wait (its acquire or renewal
 //     sees them); until then a waiter behind it tries the row now and then
 //     (10 ms doubling to 1 s). An uncontended grant does no doorbell work.

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -46,11 +45,11 @@ type acquireArgs struct {
 // releaseArgs are the input of a release statement.
 type releaseArgs struct {
 	mutex, owner, key string
-	token             int64     // 0: only withdraw from the queue
-	windowMs          int64     // the hand-off window
-	notify            bool      // PostgreSQL: NOTIFY the next waiter
-	crowded           bool      // others were queued when the grant was made, or (PostgreSQL) it went to a waiter (PostgreSQL, MariaDB)
-	on                *sql.Conn // MySQL: the connection that holds owner's doorbell, to let it go too
+	token             int64 // 0: only withdraw from the queue
+	windowMs          int64 // the hand-off window
+	notify            bool  // PostgreSQL: NOTIFY the next waiter
+	crowded           bool  // others were queued when the grant was made, or (PostgreSQL) it went to a waiter (PostgreSQL, MariaDB)
+	on                dbtx  // the connection that holds owner's doorbell, to let it go too (see lender)
 }
 
 // renewArgs are the input of one renewal of a batch.

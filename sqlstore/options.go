@@ -106,7 +106,8 @@ const DefaultDoorbells = 8
 // WithDoorbells bounds the connections a MySQL Store (or a PostgreSQL one
 // with [WithPostgresDoorbells]) borrows from the pool for doorbells: one
 // per contender and lock it waits for, kept while that contender then
-// holds the lock (default [DefaultDoorbells]). The Store
+// holds the lock and for up to 10 s after, for its next wait (default
+// [DefaultDoorbells]). The Store
 // also borrows one connection to hold the doorbells of the grants it took
 // without waiting; with it, it never takes more than half of the pool's
 // limit (sql.DB.SetMaxOpenConns). A waiter beyond the bound does not queue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"time"
 )
 
 // prepared runs the statements it is given on db (a *sql.DB, or a
@@ -13,14 +14,20 @@ import (
 // per connection instead of once per call (with go-sql-driver/mysql, one
 // round trip per execution whatever the DSN's interpolateParams). Other
 // texts (those that vary: the IN lists of a batch) run as they are. A
-// statement whose preparation fails runs as it is, that time.
+// statement whose preparation fails runs as it is, and is not prepared
+// again for prepareRetry: a server at its max_prepared_stmt_count, or a
+// proxy without prepared statements, costs no failed prepare per call.
 type prepared struct {
 	db    dbtx
 	fixed map[string]bool // the texts to prepare; never written after newPrepared
 
-	mu    sync.Mutex
-	stmts map[string]*sql.Stmt
+	mu     sync.Mutex
+	stmts  map[string]*sql.Stmt
+	failed map[string]time.Time // when a text's preparation last failed
 }
+
+// prepareRetry is how long a text whose preparation failed runs unprepared.
+const prepareRetry = time.Minute
 
 // newPrepared prepares queries (generated texts, on the default table) on
 // table.
@@ -45,12 +52,30 @@ func (p *prepared) stmt(ctx context.Context, query string) *sql.Stmt {
 	if s := p.stmts[query]; s != nil {
 		return s
 	}
-	s, err := p.db.PrepareContext(ctx, query)
-	if err != nil {
+	if t, ok := p.failed[query]; ok && time.Since(t) < prepareRetry {
 		return nil
 	}
+	s, err := p.db.PrepareContext(ctx, query)
+	if err != nil {
+		if ctx.Err() == nil { // the server's or the driver's refusal, not the caller's
+			if p.failed == nil {
+				p.failed = map[string]time.Time{}
+			}
+			p.failed[query] = time.Now()
+		}
+		return nil
+	}
+	delete(p.failed, query)
 	p.stmts[query] = s
 	return s
+}
+
+// warm prepares every text not prepared yet, so that their first call
+// does not wait for a preparation.
+func (p *prepared) warm(ctx context.Context) {
+	for q := range p.fixed {
+		p.stmt(ctx, q)
+	}
 }
 
 func (p *prepared) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
