@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/sqlstore"
 )
 
 // commands counts the statements of the server's general log by command
@@ -110,5 +111,49 @@ func TestDoorbellReleaseIsPrepared(t *testing.T) {
 	}
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRefusedPrepareRunsAsText: a server that refuses to prepare (here
+// max_prepared_stmt_count = 0, as a server at its limit does) gets its
+// statements as text (with interpolateParams, as the package documents),
+// and costs one refused preparation per statement, not one per call: the
+// statement runs as text for a minute before the Store asks again. The
+// server does not count refused preparations, so the client's round trips
+// are counted. Before, every call of a fixed statement sent a preparation
+// first (4 round trips per uncontended cycle instead of 2).
+func TestRefusedPrepareRunsAsText(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn, log := loggedMySQL(t)
+	if _, err := log.db.ExecContext(ctx, "SET GLOBAL max_prepared_stmt_count = 0"); err != nil {
+		t.Fatal(err)
+	}
+	db, trips, _ := countingPool(t, mysqlDB, dsn+"?interpolateParams=true", 4)
+	s, err := mysqlDB.store(db, sqlstore.WithPush(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cycle := func() {
+		r, err := s.Acquire(ctx, "refused/prepare", "a", ttl, tr)
+		if err != nil || !r.Held("a") {
+			t.Fatalf("Acquire = %+v, %v", r, err)
+		}
+		if err := s.Release(ctx, "refused/prepare", "a", r.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // creates the row: Acquire and Release, each refused once
+	cycle() // AcquireFree and ReleaseIdle, each refused once
+	before := trips.Load()
+	const cycles = 10
+	for range cycles {
+		cycle()
+	}
+	n := trips.Load() - before
+	t.Logf("%d round trips in %d uncontended cycles", n, cycles)
+	if n > 2*cycles+2 { // a cycle may take a third statement (AcquireFree finds the lock changed)
+		t.Errorf("%d round trips in %d uncontended cycles, want about 2 a cycle: a refused preparation is asked for again on every call", n, cycles)
 	}
 }
