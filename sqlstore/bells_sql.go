@@ -118,8 +118,9 @@ func (p pgBells) drop(ctx context.Context, conn *sql.Conn, id bellID) (bool, err
 	return p.q.DropBell(ctx, conn, pgBellKey(p.scope, id.mutex, id.key))
 }
 
-// lendable is conn itself: pgx (the driver the store documents) prepares
-// and keeps a connection's statements on its own.
+// lendable is conn itself: pgx's stdlib prepares and keeps a connection's
+// statements on its own (with lib/pq the release is parsed on each call,
+// as the Store's other statements are).
 func (p pgBells) lendable(conn *sql.Conn) dbtx { return conn }
 
 func (p pgBells) dropAll(ctx context.Context, conn *sql.Conn) error {

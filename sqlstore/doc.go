@@ -76,7 +76,11 @@
 // statement, which hands over: a second round trip, on that release
 // only. On PostgreSQL a grant to a contender that waited for it (under
 // contention, the one it took the lock from queues again meanwhile) goes
-// to the full release statement at once.
+// to the full release statement at once. On MySQL a contender that this
+// Store queued takes a free lock with a plain single-row update when it
+// heads the queue (a waiter woken by its doorbell almost always does),
+// and runs the full acquire statement only when that changes nothing: a
+// second round trip for a queued waiter that was not first.
 //
 // # Fair hand-off
 //

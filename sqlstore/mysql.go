@@ -42,7 +42,10 @@ const (
 // release the next acquire of the lock by the same contender tries
 // AcquireFree first, a plain UPDATE that grants a free lock nobody queues
 // for, and runs Acquire only when that changes nothing: an uncontended
-// cycle is two small statements.
+// cycle is two small statements. A contender that this Store queued tries
+// AcquireHead first, a plain UPDATE that grants the free mutex to the
+// head of its queue: a waiter woken by its doorbell is almost always the
+// head, and its acquire is on the hand-off's critical path.
 type myEngine struct {
 	db     dbtx
 	floor  *sync.Once // creates the token floor row before the first acquire
@@ -74,6 +77,20 @@ func (e myEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
 		if n, err := res.RowsAffected(); err == nil && n == 1 {
 			if tok, err := res.LastInsertId(); err == nil && tok > 0 {
 				return grantRow(a, tok), nil
+			}
+		}
+	}
+	if a.queued {
+		res, err := e.q.AcquireHead(ctx, e.db, mydb.AcquireHeadParams{TtlMs: a.ttlMs, TransitionMs: a.transitionMs,
+			OwnerID: p.OwnerID, Mutex: p.Mutex, Wkey: a.key})
+		if err != nil {
+			return row{}, err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 1 {
+			if tok, err := res.LastInsertId(); err == nil && tok > 0 {
+				r := grantRow(a, tok)
+				r.crowd = true // others may wait behind: its release hands over
+				return r, nil
 			}
 		}
 	}

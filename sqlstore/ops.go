@@ -40,6 +40,7 @@ type acquireArgs struct {
 	mutex, owner, key   string
 	ttlMs, transitionMs int64
 	waitMs              int64 // queue the loser with this expiry; 0: do not
+	queued              bool  // an earlier acquire of this Store may have queued owner
 }
 
 // releaseArgs are the input of a release statement.
@@ -81,6 +82,7 @@ type row struct {
 	now          int64
 	queue        queued
 	waited       bool // a renewal saw live entries in the queue
+	crowd        bool // a grant to the head of the queue: others may wait (queue not read)
 }
 
 // record turns a row into remaining durations (see remaining) and the
@@ -136,7 +138,8 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 	if err != nil {
 		return lease.Record{}, s.errorf("acquire", name, err)
 	}
-	a := acquireArgs{mutex: name, owner: contender, key: s.key(contender), ttlMs: ttlMs, transitionMs: trMs}
+	a := acquireArgs{mutex: name, owner: contender, key: s.key(contender), ttlMs: ttlMs, transitionMs: trMs,
+		queued: s.waits.has(name, contender)}
 	if s.hub != nil && s.hub.subscribed(name, a.key) && s.hooks.canWait(name, a.key) && s.waits.add(name, contender) {
 		a.waitMs = min(2*(ttlMs+trMs), maxWaitMs)
 	}
@@ -152,7 +155,7 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 	switch {
 	case rec.Held(contender):
 		s.waits.remove(name, contender)
-		crowded := r.queue.live(r.now)
+		crowded := r.crowd || r.queue.live(r.now)
 		// A contender that waited for its grant took it from someone
 		// who, under contention, queues again while it holds (two
 		// contenders alternating): its release goes straight to the

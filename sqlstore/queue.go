@@ -144,6 +144,14 @@ func (w *waitSet) add(name, contender string) bool {
 	return true
 }
 
+// has reports whether a pair is recorded.
+func (w *waitSet) has(name, contender string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.m[[2]string{name, contender}]
+	return ok
+}
+
 func (w *waitSet) remove(name, contender string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

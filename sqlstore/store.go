@@ -103,7 +103,7 @@ func NewMySQL(db *sql.DB, opts ...Option) (*Store, error) {
 	if c.clock != nil {
 		return nil, errClockOffset
 	}
-	stmts := newPrepared(db, c.table, myAcquireReturning, mydb.Acquire, mydb.AcquireFree, mydb.Release, mydb.ReleaseIdle, mydb.Renew, mydb.Get)
+	stmts := newPrepared(db, c.table, myAcquireReturning, mydb.Acquire, mydb.AcquireFree, mydb.AcquireHead, mydb.Release, mydb.ReleaseIdle, mydb.Renew, mydb.Get)
 	s := newStore(c, myEngine{db: rewrite(stmts, c.table), table: c.table, floor: new(sync.Once), flavor: new(atomic.Int32),
 		free: &waitSet{limit: maxFree}}, "mysql")
 	s.stmts = stmts

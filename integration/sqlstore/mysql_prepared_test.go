@@ -50,6 +50,9 @@ func (g generalLog) commands(t *testing.T) map[string]int {
 // made once per doorbell connection, not once per hand-off: a ringer whose
 // contender's grant ended parks with its connection for the contender's
 // next wait, so two contenders that take turns prepare it at most twice.
+// The woken waiter, first in the queue, takes the lock with AcquireHead, a
+// plain UPDATE, instead of Acquire (half the server time); the releaser's
+// next attempt, which queues it again, runs Acquire.
 func TestDoorbellReleaseIsPrepared(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -104,6 +107,10 @@ func TestDoorbellReleaseIsPrepared(t *testing.T) {
 	}
 	if got["Execute:ReleaseBells"] == 0 {
 		t.Errorf("no release ran ReleaseBells on a doorbell connection in %d hand-offs: %v", turns-2, got)
+	}
+	if got["Execute:AcquireHead"] != turns-2 || got["Execute:Acquire"] != turns-2 {
+		t.Errorf("%d hand-offs ran AcquireHead %d times and Acquire %d times, want %[1]d each (the woken head's grant, the releaser queueing again): %v",
+			turns-2, got["Execute:AcquireHead"], got["Execute:Acquire"], got)
 	}
 	if n := got["Prepare:ReleaseBells"]; n > len(ms) {
 		t.Errorf("ReleaseBells was prepared %d times in %d hand-offs of %d contenders, want once per doorbell connection at most",
