@@ -118,6 +118,38 @@ func TestReleaseHoldsBackForFirstWaiter(t *testing.T) {
 	})
 }
 
+// TestReservedLockRefusesTheSecondWaiter: a lock held back for the first
+// waiter is not granted to the second, queued too, whose Store knows it
+// queued it (on MySQL such a Store tries AcquireHead first, which must
+// grant the head of the queue alone); the first then gets it, with a
+// greater token.
+func TestReservedLockRefusesTheSecondWaiter(t *testing.T) {
+	forPush(t, func(t *testing.T, d dialect) {
+		ctx := t.Context()
+		dsn := d.migrated(t)
+		// A 30 s window: the checks below fall inside it on a loaded machine.
+		h := d.newStore(t, dsn, sqlstore.WithHandoff(30*time.Second))
+		w1, w2 := d.newStore(t, dsn), d.newStore(t, dsn)
+		db := d.open(t, dsn)
+		const mx = "fair/second"
+		held, err := h.Acquire(ctx, mx, "h", pushTTL, pushTr)
+		if err != nil || !held.Held("h") {
+			t.Fatalf("Acquire(h) = %+v, %v", held, err)
+		}
+		enqueue(t, w1, db, mx, "w1", 1)
+		enqueue(t, w2, db, mx, "w2", 2)
+		if err := h.Release(ctx, mx, "h", held.Token); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := w2.Acquire(ctx, mx, "w2", pushTTL, pushTr); err != nil || r.OwnerID != "" || r.Transition <= 0 {
+			t.Errorf("Acquire(w2), second in the queue, of the lock held back for w1 = %+v, %v; want an empty owner with a positive transition", r, err)
+		}
+		if r, err := w1.Acquire(ctx, mx, "w1", pushTTL, pushTr); err != nil || !r.Held("w1") || r.Token <= held.Token {
+			t.Errorf("Acquire(w1), first in the queue = %+v, %v; want the lock with a token above %d", r, err, held.Token)
+		}
+	})
+}
+
 // TestWaitersServedInOrder: waiters that queue one after another get the
 // lock in the order they came.
 func TestWaitersServedInOrder(t *testing.T) {
