@@ -313,6 +313,9 @@ func (b *bells) grant(id bellID, remaining time.Duration, waited bool) {
 	}
 	now := time.Now()
 	if r := b.ringers[id]; r != nil {
+		if r.cur.op == opPark && r.next == nil && !waited {
+			return // nobody waits: the grant needs no bell, the ringer stays parked
+		}
 		b.send(r, instr{op: opHold, until: now.Add(remaining)})
 		return
 	}

@@ -119,6 +119,29 @@ func TestDoorbellReleaseIsPrepared(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+
+	// The last holder goes on alone: its ringer is parked, and its grants,
+	// which nobody waits for, do no doorbell work (an uncontended cycle is
+	// two small statements, as without a ringer).
+	alone := ms[(turns-1)%2]
+	log.commands(t)
+	for range 5 {
+		l, err := alone.Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // time for a ringer told to hold to take its bell
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = log.commands(t)
+	t.Logf("5 cycles alone: %v", got)
+	for k, n := range got {
+		if strings.Contains(k, "Bell") {
+			t.Errorf("5 uncontended cycles after the hand-offs ran %s %d times, want no doorbell work (%v)", k, n, got)
+		}
+	}
 }
 
 // TestRefusedPrepareRunsAsText: a server that refuses to prepare (here
