@@ -145,8 +145,8 @@ var plants = []plant{
 		patches: []sourcePatch{
 			{"sqlstore/bells.go", "\t\tin, ok = b.take(r, rangWait) // nobody follows up: give the bells up\n",
 				"\t\tin, ok = b.take(r, 0) // planted: the loop ends once it rang\n"},
-			{"sqlstore/bells.go", "\t\tif r.next == nil || b.closed {\n\t\t\tdelete(b.ringers, r.id)\n",
-				"\t\tif true || r.next == nil || b.closed { // planted: an instruction that came meanwhile is lost\n\t\t\tdelete(b.ringers, r.id)\n"},
+			{"sqlstore/bells.go", "\t\tif b.closed || b.ringers[r.id] != r || r.next == nil && (!park || conn == nil) {\n",
+				"\t\tif true || b.closed || b.ringers[r.id] != r || r.next == nil && (!park || conn == nil) { // planted: an instruction that came meanwhile is lost\n"},
 		},
 		// Clock steps within the margin: faults that stall no hand-off,
 		// so that the judge of hand-offs after releases sees many.
