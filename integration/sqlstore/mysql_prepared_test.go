@@ -187,3 +187,75 @@ func TestRefusedPrepareRunsAsText(t *testing.T) {
 		t.Errorf("%d round trips in %d uncontended cycles, want about 2 a cycle: a refused preparation is asked for again on every call", n, cycles)
 	}
 }
+
+// TestParkedDoorbellMakesRoom: a parked doorbell connection does not keep
+// a waiter of another lock from having one. With room for one doorbell,
+// the waiter's doorbell of lock x parks after its release; its wait for
+// lock y then ends that one and takes its place, and is woken at y's
+// release. Without the room made, the waiter of y has no doorbell and
+// polls at the owner's transition end, 30 s after it lost.
+func TestParkedDoorbellMakesRoom(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dsn := mysqlDB.migrated(t) + "?interpolateParams=true"
+	manager := func(id string, opts ...sqlstore.Option) *lease.Manager {
+		db := mysqlDB.open(t, dsn)
+		db.SetMaxOpenConns(4) // with the holder loop's connection: room for one doorbell
+		db.SetMaxIdleConns(4)
+		s, err := mysqlDB.store(db, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		m, err := lease.NewManager(s, lease.WithTTL(20*time.Second), lease.WithTransition(10*time.Second), lease.WithContenderID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(context.Background()) })
+		return m
+	}
+	holder, waiter := manager("holder"), manager("waiter", sqlstore.WithDoorbells(1))
+	probe := mysqlDB.open(t, dsn)
+	// handOff: holder holds name until waiter waits for it, then releases;
+	// it returns how long waiter took from the release to its grant.
+	handOff := func(name string) time.Duration {
+		h, err := holder.Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *lease.Lease, 1)
+		go func() {
+			l, err := waiter.Acquire(ctx, name)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		for ctx.Err() == nil {
+			var n int
+			if err := probe.QueryRowContext(ctx, "SELECT LENGTH(queue) FROM simba_mutex WHERE mutex = ?", name).Scan(&n); err == nil && n > 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // the waiter's doorbell waits by now, most likely; a late one probes the row
+		start := time.Now()
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := <-got
+		took := time.Since(start)
+		if l == nil {
+			t.FailNow()
+		}
+		if err := l.Release(ctx); err != nil { // the waiter's doorbell of name parks
+			t.Fatal(err)
+		}
+		return took
+	}
+	handOff("room/x")
+	if took := handOff("room/y"); took > 10*time.Second {
+		t.Errorf("the waiter of room/y got it %v after its release, want a push (milliseconds), not its poll (30 s): the parked doorbell of room/x kept the only room", took)
+	}
+}
