@@ -17,14 +17,7 @@ import (
 // of lock holds: 29 characters each, a key and an expiry in epoch ms.
 func queueLen(t *testing.T, db *sql.DB, name string) int {
 	t.Helper()
-	var q []byte
-	err := db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = ?", name).Scan(&q)
-	if err != nil {
-		err = db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = $1", name).Scan(&q)
-	}
-	if err != nil {
-		t.Fatalf("read the queue of %q: %v", name, err)
-	}
+	q := rawQueue(t, db, name)
 	now := time.Now().UnixMilli() // the servers run on this host
 	n := 0
 	for i := 0; i+29 <= len(q); i += 29 {
@@ -116,6 +109,72 @@ func TestReleaseHoldsBackForFirstWaiter(t *testing.T) {
 			t.Fatal("the waiter never got the lock reserved for it")
 		}
 	})
+}
+
+// TestReleaseDropsExpiredHeads (issue 18): entries at the head of the
+// queue whose waiters stopped renewing them (dead processes) leave it at
+// the next release, and the lock is held back for the first live waiter
+// behind them, or, with none, is free at once. On PostgreSQL every expired
+// entry leaves; the test asks what every dialect does (up to three at the
+// head).
+func TestReleaseDropsExpiredHeads(t *testing.T) {
+	forPush(t, func(t *testing.T, d dialect) {
+		ctx := t.Context()
+		dsn := d.migrated(t)
+		db := d.open(t, dsn)
+		s := d.newStore(t, dsn)
+		expired := "dead00000000000a0000000000001" + "dead00000000000b0000000000002"
+		live := fmt.Sprintf("live00000000000c%013d", time.Now().Add(time.Minute).UnixMilli())
+		for _, c := range []struct {
+			name, queue, left string
+			heldBack          bool
+		}{
+			{"fair/expired-only", expired, "", false},
+			{"fair/expired-then-live", expired + live, live, true},
+		} {
+			held, err := s.Acquire(ctx, c.name, "a", pushTTL, pushTr)
+			if err != nil || !held.Held("a") {
+				t.Fatalf("Acquire(a) = %+v, %v", held, err)
+			}
+			setQueue(t, db, c.name, c.queue)
+			if err := s.Release(ctx, c.name, "a", held.Token); err != nil {
+				t.Fatal(err)
+			}
+			if q := rawQueue(t, db, c.name); q != c.left {
+				t.Errorf("%s: queue after the release %q, want %q", c.name, q, c.left)
+			}
+			r, err := s.Get(ctx, c.name)
+			if err != nil || r.OwnerID != "" || (r.Transition > 0) != c.heldBack {
+				t.Errorf("%s: Get after the release = %+v, %v; want it free, held back for a waiter: %v", c.name, r, err, c.heldBack)
+			}
+		}
+	})
+}
+
+// rawQueue reads the wait queue of lock as it is stored.
+func rawQueue(t *testing.T, db *sql.DB, name string) string {
+	t.Helper()
+	var q []byte
+	err := db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = ?", name).Scan(&q)
+	if err != nil {
+		err = db.QueryRowContext(t.Context(), "SELECT queue FROM simba_mutex WHERE mutex = $1", name).Scan(&q)
+	}
+	if err != nil {
+		t.Fatalf("read the queue of %q: %v", name, err)
+	}
+	return string(q)
+}
+
+// setQueue overwrites the wait queue of lock.
+func setQueue(t *testing.T, db *sql.DB, name, queue string) {
+	t.Helper()
+	_, err := db.ExecContext(t.Context(), "UPDATE simba_mutex SET queue = ? WHERE mutex = ?", queue, name)
+	if err != nil {
+		_, err = db.ExecContext(t.Context(), "UPDATE simba_mutex SET queue = $1 WHERE mutex = $2", queue, name)
+	}
+	if err != nil {
+		t.Fatalf("write the queue of %q: %v", name, err)
+	}
 }
 
 // TestReservedLockRefusesTheSecondWaiter: a lock held back for the first
