@@ -122,7 +122,9 @@ func TestReleaseDropsExpiredHeads(t *testing.T) {
 		ctx := t.Context()
 		dsn := d.migrated(t)
 		db := d.open(t, dsn)
-		s := d.newStore(t, dsn)
+		// A window far longer than a stall of the machine between the
+		// release and the Get, which must still find the lock held back.
+		s := d.newStore(t, dsn, sqlstore.WithHandoff(time.Minute))
 		expired := "dead00000000000a0000000000001" + "dead00000000000b0000000000002"
 		live := fmt.Sprintf("live00000000000c%013d", time.Now().Add(time.Minute).UnixMilli())
 		for _, c := range []struct {
