@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -95,6 +96,21 @@ func (d dialect) open(t testing.TB, dsn string) *sql.DB {
 	db.SetMaxIdleConns(8)
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// memDir returns a directory removed when the test ends, in memory
+// (/dev/shm, a tmpfs) where the machine has one, else a temporary
+// directory. An fsync there returns at once: a disk shared with a whole
+// test run can hold one for seconds, longer than a ttl.
+func memDir(t testing.TB) string {
+	t.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "simba-test-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
 }
 
 // migrated returns the DSN of a fresh database with the schema applied.
