@@ -148,8 +148,9 @@ func caseGuard(e *env) {
 // (must read 0), also while the Contenders stop: the leader first (its
 // callbacks finish their work for a while after its context ended, and the
 // next leader must not start before they return), then the others in
-// reverse order. At the end of the contention exactly one leads, and
-// everyone who knows an owner names that one. Half the leaders return from
+// reverse order. At the end of the contention, at a quiet moment that
+// comes within the takeover bound, exactly one leads and everyone who
+// knows an owner names that one. Half the leaders return from
 // OnAcquired at once, half work until their context ends. The followers'
 // polls are spread by jitter: they do not all come at the same instant.
 func caseMultiContend(e *env) {
