@@ -12,7 +12,11 @@ import (
 
 // pgEngine runs the PostgreSQL statements of queries/postgres: every
 // operation is one statement that returns the row with the server's now
-// (an acquire that lost returns the owner's row in the same statement).
+// (an acquire that lost returns the owner's row in the same statement). A
+// contender that this Store queued tries AcquireHead first, a plain UPDATE
+// that grants the free mutex to the head of its queue: a waiter woken by a
+// hand-off is almost always the head, and its acquire is on the
+// hand-off's critical path.
 type pgEngine struct {
 	db      dbtx
 	table   string
@@ -21,6 +25,18 @@ type pgEngine struct {
 }
 
 func (e pgEngine) acquire(ctx context.Context, a acquireArgs) (row, error) {
+	if a.queued {
+		h, err := e.q.AcquireHead(ctx, e.db, pgdb.AcquireHeadParams{TtlMs: a.ttlMs, TransitionMs: a.transitionMs,
+			OwnerID: a.owner, Mutex: a.mutex, Wkey: a.key})
+		switch {
+		case err == nil:
+			// others may wait behind: its release hands over
+			return row{found: true, owner: a.owner, token: h.Token, ttlAt: h.TtlAt, transitionAt: h.TransitionAt,
+				now: h.NowMs, queue: queued(h.Queue), crowd: true}, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return row{}, err
+		}
+	}
 	r, err := e.q.Acquire(ctx, e.db, pgdb.AcquireParams{Mutex: a.mutex, OwnerID: a.owner, Wkey: a.key,
 		TtlMs: a.ttlMs, TransitionMs: a.transitionMs, WaitMs: a.waitMs})
 	if errors.Is(err, sql.ErrNoRows) {

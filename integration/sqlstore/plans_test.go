@@ -44,7 +44,7 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 	}
 
 	stmts := map[string]string{
-		"Acquire": pgdb.Acquire, "Release": pgdb.Release, "ReleaseIdle": pgdb.ReleaseIdle,
+		"Acquire": pgdb.Acquire, "AcquireHead": pgdb.AcquireHead, "Release": pgdb.Release, "ReleaseIdle": pgdb.ReleaseIdle,
 		"Renew": pgdb.Renew, "Get": pgdb.Get,
 	}
 	args := map[string]string{}

@@ -181,9 +181,9 @@ func setQueue(t *testing.T, db *sql.DB, name, queue string) {
 
 // TestReservedLockRefusesTheSecondWaiter: a lock held back for the first
 // waiter is not granted to the second, queued too, whose Store knows it
-// queued it (on MySQL such a Store tries AcquireHead first, which must
-// grant the head of the queue alone); the first then gets it, with a
-// greater token.
+// queued it (on MySQL and PostgreSQL such a Store tries AcquireHead
+// first, which must grant the head of the queue alone); the first then
+// gets it, with a greater token.
 func TestReservedLockRefusesTheSecondWaiter(t *testing.T) {
 	forPush(t, func(t *testing.T, d dialect) {
 		ctx := t.Context()

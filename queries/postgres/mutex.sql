@@ -77,6 +77,28 @@ SELECT s.owner_id, s.token, s.ttl_at, s.transition_at, s.queue, (SELECT n.ms FRO
 FROM simba_mutex AS s
 WHERE s.mutex = sqlc.arg(mutex) AND NOT EXISTS (SELECT 1 FROM up);
 
+-- name: AcquireHead :one
+-- Acquire's grant for the first waiter of a free mutex: a plain single-row
+-- UPDATE that grants owner_id when the mutex is free (held back for the
+-- first waiter, or its window lapsed) and wkey heads the queue, as Acquire
+-- would (a new token: one more than the row's; the head entry leaves the
+-- queue), and changes nothing otherwise. No row: the caller is not first,
+-- or the mutex is held or gone, and the caller runs Acquire. A waiter woken
+-- by a hand-off is almost always first, and its acquire is on the
+-- hand-off's critical path; Acquire evaluates its upsert's every branch.
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
+UPDATE simba_mutex AS m SET
+    token         = m.token + 1,
+    version       = m.version + 1,
+    acquired_at   = n.ms,
+    ttl_at        = n.ms + sqlc.arg(ttl_ms)::bigint,
+    transition_at = n.ms + sqlc.arg(ttl_ms)::bigint + sqlc.arg(transition_ms)::bigint,
+    owner_id      = sqlc.arg(owner_id)::varchar,
+    queue         = substr(m.queue, 30)
+FROM n
+WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = '' AND left(m.queue, 16) = sqlc.arg(wkey)::text
+RETURNING m.token, m.ttl_at, m.transition_at, m.queue, n.ms AS now_ms;
+
 -- name: Release :one
 -- Ends the live grant of owner_id with token (the token column is kept, so
 -- the next grant's token is greater) and withdraws wkey from the queue in

@@ -129,6 +129,64 @@ func (q *Queries) Acquire(ctx context.Context, db DBTX, arg AcquireParams) (Acqu
 	return i, err
 }
 
+const AcquireHead = `-- name: AcquireHead :one
+WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
+UPDATE simba_mutex AS m SET
+    token         = m.token + 1,
+    version       = m.version + 1,
+    acquired_at   = n.ms,
+    ttl_at        = n.ms + $1::bigint,
+    transition_at = n.ms + $1::bigint + $2::bigint,
+    owner_id      = $3::varchar,
+    queue         = substr(m.queue, 30)
+FROM n
+WHERE m.mutex = $4 AND m.owner_id = '' AND left(m.queue, 16) = $5::text
+RETURNING m.token, m.ttl_at, m.transition_at, m.queue, n.ms AS now_ms
+`
+
+type AcquireHeadParams struct {
+	TtlMs        int64
+	TransitionMs int64
+	OwnerID      string
+	Mutex        string
+	Wkey         string
+}
+
+type AcquireHeadRow struct {
+	Token        int64
+	TtlAt        int64
+	TransitionAt int64
+	Queue        string
+	NowMs        int64
+}
+
+// Acquire's grant for the first waiter of a free mutex: a plain single-row
+// UPDATE that grants owner_id when the mutex is free (held back for the
+// first waiter, or its window lapsed) and wkey heads the queue, as Acquire
+// would (a new token: one more than the row's; the head entry leaves the
+// queue), and changes nothing otherwise. No row: the caller is not first,
+// or the mutex is held or gone, and the caller runs Acquire. A waiter woken
+// by a hand-off is almost always first, and its acquire is on the
+// hand-off's critical path; Acquire evaluates its upsert's every branch.
+func (q *Queries) AcquireHead(ctx context.Context, db DBTX, arg AcquireHeadParams) (AcquireHeadRow, error) {
+	row := db.QueryRowContext(ctx, AcquireHead,
+		arg.TtlMs,
+		arg.TransitionMs,
+		arg.OwnerID,
+		arg.Mutex,
+		arg.Wkey,
+	)
+	var i AcquireHeadRow
+	err := row.Scan(
+		&i.Token,
+		&i.TtlAt,
+		&i.TransitionAt,
+		&i.Queue,
+		&i.NowMs,
+	)
+	return i, err
+}
+
 const Get = `-- name: Get :one
 SELECT m.owner_id, m.token, m.ttl_at, m.transition_at, m.queue,
        (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
