@@ -214,8 +214,8 @@
 // Acquire may fail (its script is loaded per server) and is retried.
 //
 // The ACL user of the client needs the scripting commands (EVALSHA, EVAL,
-// SCRIPT LOAD), INFO, TIME (in scripts), PEXPIRE, GETDEL, WAIT with
-// [WithWaitReplicas], (S)PUBLISH and (S)SUBSCRIBE on the channels, and the
+// SCRIPT LOAD), INFO, TIME, PEXPIRETIME and PEXPIREAT (in scripts),
+// PEXPIRE, GETDEL, WAIT with [WithWaitReplicas], (S)PUBLISH and (S)SUBSCRIBE on the channels, and the
 // keys under the prefix; a refusal is [lease.ErrStoreSetup].
 //
 // Stores of different configurations or versions of this layout may share
