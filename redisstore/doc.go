@@ -215,8 +215,9 @@
 //
 // The ACL user of the client needs the scripting commands (EVALSHA, EVAL,
 // SCRIPT LOAD), INFO, TIME, PEXPIRETIME and PEXPIREAT (in scripts),
-// PEXPIRE, GETDEL, WAIT with [WithWaitReplicas], (S)PUBLISH and (S)SUBSCRIBE on the channels, and the
-// keys under the prefix; a refusal is [lease.ErrStoreSetup].
+// PEXPIRE, GETDEL, WAIT with [WithWaitReplicas], (S)PUBLISH and
+// (S)SUBSCRIBE on the channels, and the keys under the prefix; a refusal
+// is [lease.ErrStoreSetup].
 //
 // Stores of different configurations or versions of this layout may share
 // locks, during a rolling upgrade too: scripts whose constants were

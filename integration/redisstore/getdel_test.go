@@ -156,7 +156,7 @@ func TestWaiterKeepsTheGrantsExpiry(t *testing.T) {
 		if after != before {
 			moved++
 			if moved <= 3 {
-				t.Errorf("grant of %q expired at %v before a waiter came, at %v after", name, before, after)
+				t.Errorf("grant of %q expired at epoch ms %d before a waiter came, at %d after", name, before.Milliseconds(), after.Milliseconds())
 			}
 		}
 		if err := s.Release(bg, name, "a", tok); err != nil {
