@@ -7,6 +7,7 @@ package mydb
 
 import (
 	"context"
+	"database/sql"
 )
 
 const DropBell = `-- name: DropBell :one
@@ -126,4 +127,77 @@ func (q *Queries) WaitBell(ctx context.Context, db DBTX, arg WaitBellParams) (Wa
 	var i WaitBellRow
 	err := row.Scan(&i.Mine, &i.Rang, &i.Dropped)
 	return i, err
+}
+
+const WaitGrant = `-- name: WaitGrant :execresult
+UPDATE simba_mutex AS m
+JOIN (SELECT LAST_INSERT_ID(10 + 3 * w.mine + w.rang + 1 + 0 * w.dropped) AS code, w.rang
+      FROM (SELECT CAST(COALESCE(IF(IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT_WS(0x00, DATABASE(), CAST(? AS BINARY), CAST(? AS BINARY), ?), 256), 40))) = CONNECTION_ID(), 1, GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT_WS(0x00, DATABASE(), CAST(? AS BINARY), CAST(? AS BINARY), ?), 256), 40)), 0)), 0) AS SIGNED) AS mine,
+                   CAST(COALESCE(IF(IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT_WS(0x00, DATABASE(), CAST(? AS BINARY), CAST(? AS BINARY), ?), 256), 40))) IS NULL, -1, GET_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT_WS(0x00, DATABASE(), CAST(? AS BINARY), CAST(? AS BINARY), ?), 256), 40)), CAST(? AS SIGNED))), 0) AS SIGNED) AS rang,
+                   CAST(COALESCE(RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT_WS(0x00, DATABASE(), CAST(? AS BINARY), CAST(? AS BINARY), ?), 256), 40))), 0) AS SIGNED) AS dropped
+            LIMIT 1) AS w
+      LIMIT 1) AS b
+SET m.token         = LAST_INSERT_ID(m.token + 1),
+    m.version       = m.version + 1,
+    m.acquired_at   = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
+    m.ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED),
+    m.transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED),
+    m.owner_id      = ?,
+    m.queue         = SUBSTRING(m.queue, 30)
+WHERE m.mutex = ? AND m.owner_id = '' AND LEFT(m.queue, 16) = CAST(? AS BINARY) AND b.rang = 1
+`
+
+type WaitGrantParams struct {
+	Scope        interface{}
+	Mutex        []byte
+	Self         interface{}
+	Pred         interface{}
+	TimeoutS     int64
+	TtlMs        int64
+	TransitionMs int64
+	OwnerID      []byte
+	Wkey         interface{}
+}
+
+// WaitBell, and when pred's bell rang, in the same statement, the grant
+// that AcquireHead makes: the waiter's grant needs no round trip of its
+// own after the release. The wait runs in a derived table, which the
+// server materializes before it reads the row (LIMIT keeps MySQL from
+// merging it into the WHERE clause), so the row is not locked while the
+// statement waits, and a release that lets its bell go before it commits
+// is never blocked by it; the grant then waits for that commit. It grants
+// owner_id when the mutex is free and wkey heads its queue, as
+// AcquireHead does (a new token; the head entry leaves the queue), with
+// expiries from the statement's start (UNIX_TIMESTAMP() and NOW(6) are
+// fixed when it starts, before the wait): the grant lives no longer than
+// one asked for at the statement's send time, so that a deadline taken
+// from the send time is never later than the server's, however long the
+// wait was. The reply: 1 row changed, granted, its insert id the token;
+// 0 rows, not granted, its insert id 10 + 3 * mine + rang + 1 (mine and
+// rang as WaitBell's).
+func (q *Queries) WaitGrant(ctx context.Context, db DBTX, arg WaitGrantParams) (sql.Result, error) {
+	return db.ExecContext(ctx, WaitGrant,
+		arg.Scope,
+		arg.Mutex,
+		arg.Self,
+		arg.Scope,
+		arg.Mutex,
+		arg.Self,
+		arg.Scope,
+		arg.Mutex,
+		arg.Pred,
+		arg.Scope,
+		arg.Mutex,
+		arg.Pred,
+		arg.TimeoutS,
+		arg.Scope,
+		arg.Mutex,
+		arg.Pred,
+		arg.TtlMs,
+		arg.TtlMs,
+		arg.TransitionMs,
+		arg.OwnerID,
+		arg.Mutex,
+		arg.Wkey,
+	)
 }

@@ -1,0 +1,225 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	mydb "github.com/simba-go/simba/internal/db/mysql"
+)
+
+// The queue keys of the WaitGrant tests: the holder H, the waiter W, and
+// X, another waiter.
+const (
+	keyH = "hhhhhhhhhhhhhhhh"
+	keyW = "aaaaaaaaaaaaaaaa"
+	keyX = "bbbbbbbbbbbbbbbb"
+)
+
+// waitGrantRig is a MariaDB lock "wg" held by H (token 5) with the given
+// queue (keys, oldest first), a connection that holds H's bell, and a
+// connection for W's doorbell.
+type waitGrantRig struct {
+	db   *sql.DB
+	h, w *sql.Conn
+	wid  int64 // W's connection id
+}
+
+func newWaitGrantRig(t *testing.T, queue ...string) waitGrantRig {
+	t.Helper()
+	ctx := t.Context()
+	db := mysqlDB.open(t, mysqlDB.migrated(t))
+	q := ""
+	for _, k := range queue {
+		q += k + "9999999999999"
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version, queue) "+
+		"VALUES ('wg', 'H', 0, 9999999999998, 9999999999999, 5, 1, ?)", q); err != nil {
+		t.Fatal(err)
+	}
+	r := waitGrantRig{db: db}
+	var err error
+	if r.h, err = db.Conn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r.w, err = db.Conn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.h.Close(); r.w.Close() })
+	if n, err := mydb.New().TakeBell(ctx, r.h, mydb.TakeBellParams{Scope: "simba_mutex", Mutex: []byte("wg"), Self: keyH}); err != nil || n != 1 {
+		t.Fatalf("TakeBell(H) = %d, %v", n, err)
+	}
+	if err := r.w.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&r.wid); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// waitGrant runs W's WaitGrant behind H's bell (ttl 5 s, transition 3 s).
+func (r waitGrantRig) waitGrant(ctx context.Context, timeoutS int64) (rows, id int64, err error) {
+	res, err := mydb.New().WaitGrant(ctx, r.w, mydb.WaitGrantParams{Scope: "simba_mutex", Mutex: []byte("wg"), Self: keyW, Pred: keyH,
+		TimeoutS: timeoutS, TtlMs: 5000, TransitionMs: 3000, OwnerID: []byte("W"), Wkey: keyW})
+	if err != nil {
+		return 0, 0, err
+	}
+	rows, _ = res.RowsAffected()
+	id, _ = res.LastInsertId()
+	return rows, id, nil
+}
+
+// waitGrantResult is the reply of a WaitGrant that changed rows rows.
+type waitGrantResult struct{ rows, id int64 }
+
+// waitGrantAsync starts W's WaitGrant (timeout 30 s) and returns the
+// function that waits for its reply, failing the test on an error.
+func (r waitGrantRig) waitGrantAsync() func(t *testing.T) waitGrantResult {
+	type reply struct {
+		waitGrantResult
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		rows, id, err := r.waitGrant(context.Background(), 30)
+		done <- reply{waitGrantResult{rows, id}, err}
+	}()
+	return func(t *testing.T) waitGrantResult {
+		t.Helper()
+		got := <-done
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		return got.waitGrantResult
+	}
+}
+
+// waiting waits until W's connection blocks in GET_LOCK and returns the
+// server's clock then, in epoch ms.
+func (r waitGrantRig) waiting(t *testing.T) int64 {
+	t.Helper()
+	for {
+		var n, now int64
+		if err := r.db.QueryRowContext(t.Context(), "SELECT COUNT(*), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM information_schema.PROCESSLIST "+
+			"WHERE ID = ? AND STATE = 'User lock'", r.wid).Scan(&n, &now); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return now
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// release ends H's grant as a Release on H's doorbell connection does
+// (ReleaseBells: the bell goes before the commit).
+func (r waitGrantRig) release(t *testing.T) {
+	t.Helper()
+	res, err := mydb.New().ReleaseBells(t.Context(), r.h, mydb.ReleaseBellsParams{Mutex: []byte("wg"), OwnerID: []byte("H"), Token: 5,
+		Wkey: keyH, WindowMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := res.LastInsertId(); d != 1 {
+		t.Fatalf("ReleaseBells: decision %d, want 1 (released)", d)
+	}
+}
+
+type wgRow struct {
+	owner                         string
+	token                         int64
+	acquired, ttlAt, transitionAt int64
+	queue                         string
+}
+
+func (r waitGrantRig) row(t *testing.T) wgRow {
+	t.Helper()
+	var w wgRow
+	if err := r.db.QueryRowContext(t.Context(), "SELECT owner_id, token, acquired_at, ttl_at, transition_at, queue FROM simba_mutex WHERE mutex = 'wg'").
+		Scan(&w.owner, &w.token, &w.acquired, &w.ttlAt, &w.transitionAt, &w.queue); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestWaitGrantGrantsTheHeadWhenItsBellRings: WaitGrant waits for the bell
+// of the waiter's predecessor and, once the holder's release lets it go,
+// grants the head of the queue in the same statement (insert id: the new
+// token), with expiries from the statement's start, which came before the
+// wait: so a deadline taken from the statement's send time is never later
+// than the server's.
+func TestWaitGrantGrantsTheHeadWhenItsBellRings(t *testing.T) {
+	r := newWaitGrantRig(t, keyW, keyX)
+	wait := r.waitGrantAsync()
+	seen := r.waiting(t)
+	time.Sleep(20 * time.Millisecond) // the release comes later than seen, by more than the clock's millisecond
+	r.release(t)
+	got := wait(t)
+	if got.rows != 1 || got.id != 6 {
+		t.Fatalf("WaitGrant after the release: %d rows, insert id %d; want 1 row, token 6", got.rows, got.id)
+	}
+	w := r.row(t)
+	if w.owner != "W" || w.token != 6 || w.queue != keyX+"9999999999999" {
+		t.Fatalf("row after the grant: %+v; want W with token 6 and X alone queued", w)
+	}
+	if w.acquired > seen {
+		t.Fatalf("the grant starts at %d, after the server saw the waiter waiting (%d): its expiries must come from the statement's start", w.acquired, seen)
+	}
+	if w.ttlAt-w.acquired != 5000 || w.transitionAt-w.ttlAt != 3000 {
+		t.Fatalf("row after the grant: %+v; want ttl 5000 and transition 3000 ms from acquired_at", w)
+	}
+}
+
+// TestWaitGrantLeavesTheLockToTheHead: a waiter whose predecessor's bell
+// rings but who does not head the queue gets no grant; the reply's insert
+// id says the bell rang (10 + 3 × mine + rang + 1 = 15), and the lock
+// stays reserved for the head.
+func TestWaitGrantLeavesTheLockToTheHead(t *testing.T) {
+	r := newWaitGrantRig(t, keyX, keyW)
+	wait := r.waitGrantAsync()
+	r.waiting(t)
+	r.release(t)
+	got := wait(t)
+	if got.rows != 0 || got.id != 15 {
+		t.Fatalf("WaitGrant behind the head: %d rows, insert id %d; want 0 rows, code 15 (mine, rang)", got.rows, got.id)
+	}
+	if w := r.row(t); w.owner != "" || w.token != 5 || w.queue != keyX+"9999999999999"+keyW+"9999999999999" {
+		t.Fatalf("row: %+v; want it free, reserved for X, W still queued", w)
+	}
+}
+
+// TestWaitGrantTimesOutAndIsKilled: a wait that times out grants nothing
+// and says so (code 14: mine, not rung); a wait interrupted by KILL QUERY
+// from another connection returns an error, grants nothing, and leaves its
+// connection usable: so a ringer can end its wait without losing the
+// outcome of the grant, as closing the connection would.
+func TestWaitGrantTimesOutAndIsKilled(t *testing.T) {
+	r := newWaitGrantRig(t, keyW)
+	rows, id, err := r.waitGrant(t.Context(), 0)
+	if err != nil || rows != 0 || id != 14 {
+		t.Fatalf("WaitGrant with timeout 0 while H holds its bell: %d rows, insert id %d, %v; want 0 rows, code 14", rows, id, err)
+	}
+	errs := make(chan error, 1)
+	go func() {
+		_, _, err := r.waitGrant(context.Background(), 30)
+		errs <- err
+	}()
+	r.waiting(t)
+	if _, err := r.db.ExecContext(t.Context(), "KILL QUERY ?", r.wid); err != nil {
+		t.Fatal(err)
+	}
+	err = <-errs
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1317 {
+		t.Fatalf("killed WaitGrant: %v; want error 1317 (query execution was interrupted)", err)
+	}
+	var one int
+	if err := r.w.QueryRowContext(t.Context(), "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("W's connection after KILL QUERY: %d, %v", one, err)
+	}
+	if w := r.row(t); w.owner != "H" || w.token != 5 {
+		t.Fatalf("row: %+v; want H's grant unchanged", w)
+	}
+}
