@@ -97,10 +97,11 @@ func (r waitGrantRig) waitGrantAsync() func(t *testing.T) waitGrantResult {
 }
 
 // waiting waits until W's connection blocks in GET_LOCK and returns the
-// server's clock then, in epoch ms.
+// server's clock then, in epoch ms. It gives up after a minute: the wait
+// failed before it began.
 func (r waitGrantRig) waiting(t *testing.T) int64 {
 	t.Helper()
-	for {
+	for start := time.Now(); time.Since(start) < time.Minute; {
 		var n, now int64
 		if err := r.db.QueryRowContext(t.Context(), "SELECT COUNT(*), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM information_schema.PROCESSLIST "+
 			"WHERE ID = ? AND STATE = 'User lock'", r.wid).Scan(&n, &now); err != nil {
@@ -111,6 +112,8 @@ func (r waitGrantRig) waiting(t *testing.T) int64 {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	t.Fatal("W's WaitGrant did not block in GET_LOCK within a minute")
+	return 0
 }
 
 // release ends H's grant as a Release on H's doorbell connection does
