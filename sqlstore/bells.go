@@ -19,8 +19,9 @@ type grantHooks interface {
 	// can wake it.
 	canWait(mutex, key string) bool
 	// waiting: an acquire lost and left key queued behind pred (a queue
-	// key; "" when the lock has no owner).
-	waiting(mutex, key, pred string)
+	// key; "" when the lock has no owner); g is the grant the acquire
+	// asked for.
+	waiting(mutex, key, pred string, g grantReq)
 	// granted: key holds lock for at most remaining more; waited is
 	// true when others are known to wait for it.
 	granted(mutex, key string, remaining time.Duration, waited bool)
@@ -39,12 +40,15 @@ type lender interface {
 type noHooks struct{}
 
 func (noHooks) canWait(string, string) bool                 { return true }
-func (noHooks) waiting(string, string, string)              {}
+func (noHooks) waiting(string, string, string, grantReq)    {}
 func (noHooks) granted(string, string, time.Duration, bool) {}
 func (noHooks) ended(string, string)                        {}
 func (b *bells) canWait(name, key string) bool              { return b.admit(bellID{name, key}) }
-func (b *bells) waiting(name, key, pred string) {
-	b.instruct(bellID{name, key}, instr{op: opWait, pred: pred})
+func (b *bells) waiting(name, key, pred string, g grantReq) {
+	if !b.sql.grants() {
+		g = grantReq{}
+	}
+	b.instruct(bellID{name, key}, instr{op: opWait, pred: pred, g: g})
 }
 func (b *bells) granted(name, key string, rem time.Duration, waited bool) {
 	b.grant(bellID{name, key}, rem, waited)
@@ -65,7 +69,52 @@ const (
 type instr struct {
 	op    int
 	pred  string    // opWait: whose bell to wait on
+	g     grantReq  // opWait: the grant to ask for when the bell rings (none when g.owner is empty)
 	until time.Time // opHold: when the grant lapses unless renewed
+}
+
+// pusher is what a push path adds to grantHooks when its waits can grant
+// (bellSQL.grants): the grant a contender's wait made, for its next
+// acquire to take without a statement.
+type pusher interface {
+	takePush(id bellID, owner string) (pushed, bool)
+}
+
+// row is p as the acquire of owner with ttlMs and transitionMs at now
+// reports it: the grant's time left, counted from the wait's send (the
+// server's expiries run from the statement's start, which came later),
+// so that a deadline taken before the acquire is never later than the
+// server's. ok is false when the acquire asks for other durations, or
+// when half the ttl or more has passed since the send (a long wait): the
+// acquire then runs its statements, which extend the grant.
+func (p pushed) row(ttlMs, transitionMs int64, now time.Time) (r row, ok bool) {
+	if p.g.ttlMs != ttlMs || p.g.transitionMs != transitionMs {
+		return row{}, false
+	}
+	elapsed := ceilMs(now.Sub(p.sent))
+	if elapsed < 0 || 2*elapsed >= ttlMs {
+		return row{}, false
+	}
+	return row{found: true, owner: p.g.owner, token: p.token, ttlAt: ttlMs - elapsed,
+		transitionAt: ttlMs + transitionMs - elapsed, crowd: true}, true
+}
+
+// grantReq is the grant a waiter's acquire asked for: its owner and
+// durations.
+type grantReq struct {
+	owner               string
+	ttlMs, transitionMs int64
+	windowMs            int64 // the Store's hand-off window, for a release of the grant nobody took
+}
+
+// pushed is a grant that a ringer's wait made (bellSQL.wait with a
+// grantReq) and that the contender's next acquire takes (bells.take):
+// its token, and the ringer's time before it sent the wait, from which the
+// grant's expiries run at the latest.
+type pushed struct {
+	token int64
+	g     grantReq
+	sent  time.Time
 }
 
 // bellWait is the longest GET_LOCK a ringer sends (MariaDB refuses -1);
@@ -119,6 +168,12 @@ type ringer struct {
 	on     dbtx               // its connection as lent (bellSQL.lendable), nil without one
 	lent   bool               // idle is lent to a Release: the goroutine waits
 	gone   bool               // the Release let the session's bells go
+	push   *pushed            // a grant its wait made that no acquire took yet
+
+	// Its goroutine's own: the server's id of the session of connection
+	// sessOf, which interrupts a wait that grants (bellSQL.session).
+	sess   int64
+	sessOf *sql.Conn
 }
 
 func newBells(db *sql.DB, stmts bellSQL, max int, h *hub, log *slog.Logger) *bells {
@@ -303,16 +358,20 @@ func (b *bells) giveBack(name, key string, letGo bool) {
 // doorbell work: a waiter that comes later probes the row until the
 // holder learns of it (its next renewal) and takes its bell.
 func (b *bells) grant(id bellID, remaining time.Duration, waited bool) {
-	if b.hub.usable() != nil { // the pool has no connection to lend (hub.mu before b.mu)
-		return
-	}
+	usable := b.hub.usable() == nil // the pool has a connection to lend (hub.mu before b.mu)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	r := b.ringers[id]
+	if r != nil {
+		// The contender holds the lock: a grant our wait made is this
+		// one, and no longer ours to drop.
+		r.push = nil
+	}
+	if !usable || b.closed {
 		return
 	}
 	now := time.Now()
-	if r := b.ringers[id]; r != nil {
+	if r != nil {
 		if r.cur.op == opPark && r.next == nil && !waited {
 			return // nobody waits: the grant needs no bell, the ringer stays parked
 		}
@@ -408,10 +467,12 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool)
 	in, ok := b.take(r, rangWait)
 	for fails, probes := 0, 0; ok; {
 		if in.op == opStop || in.op == opPark {
+			b.dropPush(r, conn)
 			return conn, dirty, in.op == opPark
 		}
 		if conn == nil {
 			if conn = b.connect(); conn == nil {
+				b.dropPush(r, nil)
 				return nil, false, false
 			}
 			b.adopt(r, conn)
@@ -450,24 +511,67 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool)
 			}
 			continue
 		}
-		// opWait: hold our bell, wait behind pred's.
-		ctx, cancel := context.WithCancel(context.Background())
+		// opWait: hold our bell, wait behind pred's (and, where the
+		// dialect can, take the lock in the same statement when it rings).
+		g := in.g
+		if g.owner != "" && r.sessOf != conn {
+			ctx, cancel := context.WithTimeout(context.Background(), holdCallMax)
+			id, err := b.sql.session(ctx, conn)
+			cancel()
+			if err != nil {
+				b.hangUp(r, conn, true)
+				conn = nil
+				continue // reconnect
+			}
+			r.sess, r.sessOf = id, conn
+		}
+		sess := r.sess
+		var (
+			ctx, cancel = context.WithCancel(context.Background())
+			stop        = cancel // what send calls to end the wait
+			waited      = make(chan struct{})
+			killer      sync.WaitGroup
+		)
+		if g.owner != "" {
+			// A wait that grants is never cancelled from here: the driver
+			// would close the connection, and whether the lock went to us
+			// would be unknown. It is interrupted on the server instead,
+			// which always replies; its context is the last resort.
+			var once sync.Once
+			stop = func() {
+				once.Do(func() {
+					killer.Add(1)
+					go func() {
+						defer killer.Done()
+						b.interrupt(sess, waited, cancel)
+					}()
+				})
+			}
+		}
 		b.mu.Lock()
 		stale := r.next != nil
-		r.cancel = cancel
+		r.cancel = stop
 		b.mu.Unlock()
 		var held bool
-		var rang int64
+		var rang, token int64
 		var err error
 		if !stale {
 			dirty = true
-			held, rang, err = b.sql.wait(ctx, conn, r.id, in.pred, mine)
+			sent := time.Now()
+			held, rang, token, err = b.sql.wait(ctx, conn, r.id, in.pred, mine, g)
+			if token > 0 {
+				b.mu.Lock()
+				r.push = &pushed{token: token, g: g, sent: sent}
+				b.mu.Unlock()
+			}
 		}
-		cancel()
+		close(waited)
 		b.mu.Lock()
-		r.cancel = nil
+		r.cancel = nil        // no interruption starts from now on
 		r.cur = instr{op: -1} // any instruction is news from now on
 		b.mu.Unlock()
+		killer.Wait() // and none is still on its way to the session
+		cancel()
 		if err != nil {
 			b.hangUp(r, conn, true) // aborted or failed: its session may hold anything
 			conn = nil
@@ -501,7 +605,68 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool)
 		b.hub.wakeKey(r.id.mutex, r.id.key)
 		in, ok = b.take(r, rangWait) // nobody follows up: give the bells up
 	}
+	b.dropPush(r, conn) // nobody came for it either
 	return conn, dirty, false
+}
+
+// interrupt ends the wait of session (a ringer's wait that grants) from
+// a connection of the pool, again every 10 ms until the wait returns
+// (waited closes): an interruption that reaches the server before the
+// statement does ends nothing. After a second without success it cancels
+// the wait's context, which closes its connection.
+func (b *bells) interrupt(session int64, waited <-chan struct{}, cancel context.CancelFunc) {
+	for start := time.Now(); time.Since(start) < time.Second; {
+		ctx, c := context.WithTimeout(context.Background(), holdCallMax)
+		err := b.sql.interrupt(ctx, b.db, session)
+		c()
+		if err != nil {
+			break
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-waited:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	cancel()
+}
+
+// takePush returns the grant a wait of id's ringer made for owner, if
+// no acquire took it yet, and forgets it.
+func (b *bells) takePush(id bellID, owner string) (pushed, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.ringers[id]
+	if r == nil || r.push == nil || r.push.g.owner != owner {
+		return pushed{}, false
+	}
+	p := *r.push
+	r.push = nil
+	return p, true
+}
+
+// dropPush ends, on conn (the pool's when nil), the grant a wait of r
+// made that no acquire took: r's contender left (or the Store closes)
+// before it took it.
+func (b *bells) dropPush(r *ringer, conn *sql.Conn) {
+	b.mu.Lock()
+	p := r.push
+	r.push = nil
+	b.mu.Unlock()
+	if p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), holdCallMax)
+	defer cancel()
+	var on dbtx = b.db
+	if conn != nil {
+		on = conn
+	}
+	if err := b.sql.release(ctx, on, r.id, p.g.owner, p.token, p.g.windowMs); err != nil {
+		b.log.Warn("sqlstore: could not release a grant nobody took; it lapses by itself", "lock", r.id.mutex, "error", err)
+	}
 }
 
 // probeBackoff is the pause before the n-th (from 0) try of the row by a

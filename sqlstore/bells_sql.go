@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	mydb "github.com/simba-go/simba/internal/db/mysql"
@@ -19,8 +21,24 @@ type bellSQL interface {
 	// wait takes id's bell unless have (the session holds it already),
 	// then waits for pred's bell: mine reports whether the session holds
 	// id's bell; rang is 1 when pred's session let it go, 0 when the wait
-	// timed out, -1 when nobody held it.
-	wait(ctx context.Context, conn *sql.Conn, id bellID, pred string, have bool) (mine bool, rang int64, err error)
+	// timed out, -1 when nobody held it. With g (g.owner not empty) and
+	// when the dialect can (grants), a bell that rang also grants the lock
+	// to g.owner in the same statement when id's key heads its queue:
+	// token is the grant's (0: none), and its expiries run from the
+	// statement's start, no later than the caller's time before the call.
+	wait(ctx context.Context, conn *sql.Conn, id bellID, pred string, have bool, g grantReq) (mine bool, rang, token int64, err error)
+	// grants reports whether wait grants (and then must not be
+	// interrupted by its context: see session).
+	grants() bool
+	// session returns the server's id of conn's session, by which another
+	// connection interrupts a wait that grants (KILL QUERY).
+	session(ctx context.Context, conn *sql.Conn) (int64, error)
+	// interrupt ends the statement that session runs, if any, from
+	// another connection of db, leaving the session usable.
+	interrupt(ctx context.Context, db *sql.DB, session int64) error
+	// release ends owner's grant with token on on, as Release does, for a
+	// grant that wait made and nobody took.
+	release(ctx context.Context, on dbtx, id bellID, owner string, token, windowMs int64) error
 	// take takes id's bell if nobody holds it; called only when the
 	// session does not hold it.
 	take(ctx context.Context, conn *sql.Conn, id bellID) (bool, error)
@@ -41,10 +59,58 @@ type myBells struct {
 	scope string
 }
 
-func (m myBells) wait(ctx context.Context, conn *sql.Conn, id bellID, pred string, _ bool) (bool, int64, error) {
-	res, err := m.q.WaitBell(ctx, conn, mydb.WaitBellParams{Scope: m.scope, Mutex: []byte(id.mutex),
-		Self: id.key, Pred: pred, TimeoutS: int64(bellWait.Seconds())})
-	return res.Mine == 1, res.Rang, err
+func (m myBells) wait(ctx context.Context, conn *sql.Conn, id bellID, pred string, _ bool, g grantReq) (bool, int64, int64, error) {
+	if g.owner == "" {
+		res, err := m.q.WaitBell(ctx, conn, mydb.WaitBellParams{Scope: m.scope, Mutex: []byte(id.mutex),
+			Self: id.key, Pred: pred, TimeoutS: int64(bellWait.Seconds())})
+		return res.Mine == 1, res.Rang, 0, err
+	}
+	res, err := m.q.WaitGrant(ctx, rewrite(conn, m.scope), mydb.WaitGrantParams{Scope: m.scope, Mutex: []byte(id.mutex),
+		Self: id.key, Pred: pred, TimeoutS: int64(bellWait.Seconds()), TtlMs: g.ttlMs, TransitionMs: g.transitionMs,
+		OwnerID: []byte(g.owner), Wkey: id.key})
+	if err != nil {
+		return false, 0, 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, 0, 0, err
+	}
+	id64, err := res.LastInsertId()
+	if err != nil {
+		return false, 0, 0, err
+	}
+	if n > 0 { // granted: the bell rang, and the statement had taken ours first
+		return true, 1, id64, nil
+	}
+	// Not granted: the insert id is 10 + 3 × mine + rang + 1.
+	c := id64 - 10
+	if c < 0 || c > 5 {
+		return false, 0, 0, fmt.Errorf("sqlstore: doorbell wait replied %d", id64)
+	}
+	return c/3 == 1, c%3 - 1, 0, nil
+}
+
+func (myBells) grants() bool { return true }
+
+func (m myBells) release(ctx context.Context, on dbtx, id bellID, owner string, token, windowMs int64) error {
+	_, err := m.q.Release(ctx, rewrite(on, m.scope), mydb.ReleaseParams{Mutex: []byte(id.mutex), OwnerID: []byte(owner), Token: token,
+		Wkey: id.key, WindowMs: windowMs})
+	return err
+}
+
+func (myBells) session(ctx context.Context, conn *sql.Conn) (int64, error) {
+	var id int64
+	err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id)
+	return id, err
+}
+
+// interrupt sends KILL QUERY, which a session may send for its own user's
+// sessions without any privilege: the statement ends with an error (1317,
+// interrupted) or, if it had done its work, as it would have anyway; the
+// session stays.
+func (myBells) interrupt(ctx context.Context, db *sql.DB, session int64) error {
+	_, err := db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(session, 10))
+	return err
 }
 
 func (m myBells) take(ctx context.Context, conn *sql.Conn, id bellID) (bool, error) {
@@ -92,7 +158,12 @@ func pgBellKey(scope, mutex, key string) int64 {
 // waits longer runs it again, a statement every pgBellWait.
 const pgBellWait = 10 * time.Second
 
-func (p pgBells) wait(ctx context.Context, conn *sql.Conn, id bellID, pred string, have bool) (bool, int64, error) {
+func (pgBells) grants() bool                                                      { return false }
+func (pgBells) session(context.Context, *sql.Conn) (int64, error)                 { return 0, nil }
+func (pgBells) interrupt(context.Context, *sql.DB, int64) error                   { return nil }
+func (pgBells) release(context.Context, dbtx, bellID, string, int64, int64) error { return nil }
+
+func (p pgBells) wait(ctx context.Context, conn *sql.Conn, id bellID, pred string, have bool, _ grantReq) (bool, int64, int64, error) {
 	res, err := p.q.WaitBell(ctx, conn, pgdb.WaitBellParams{Have: have,
 		Self: pgBellKey(p.scope, id.mutex, id.key), Pred: pgBellKey(p.scope, id.mutex, pred),
 		TimeoutMs: pgBellWait.Milliseconds()})
@@ -104,10 +175,10 @@ func (p pgBells) wait(ctx context.Context, conn *sql.Conn, id bellID, pred strin
 			// Timed out: wait again. Whether the statement took our bell
 			// is unknown; taking it again is harmless, since a session
 			// lets its bells go all at once (pg_advisory_unlock_all).
-			return false, 0, nil
+			return false, 0, 0, nil
 		}
 	}
-	return res.Mine, res.Rang, err
+	return res.Mine, res.Rang, 0, err
 }
 
 func (p pgBells) take(ctx context.Context, conn *sql.Conn, id bellID) (bool, error) {

@@ -77,10 +77,10 @@
 // only. On PostgreSQL a grant to a contender that waited for it (under
 // contention, the one it took the lock from queues again meanwhile) goes
 // to the full release statement at once. On MySQL a contender that this
-// Store queued takes a free lock with a plain single-row update when it
-// heads the queue (a waiter woken by its doorbell almost always does),
-// and runs the full acquire statement only when that changes nothing: a
-// second round trip for a queued waiter that was not first.
+// Store queued and whose doorbell did not take the lock for it (see Push)
+// takes a free lock with a plain single-row update when it heads the
+// queue, and runs the full acquire statement only when that changes
+// nothing: a second round trip for a queued waiter that was not first.
 //
 // # Fair hand-off
 //
@@ -105,8 +105,8 @@
 // (a lease.Manager whose last grant of a name came after a lost attempt
 // subscribes before its next first attempt, so that one attempt queues
 // it): 3 statements on PostgreSQL (plus, as the server counts
-// transactions, one per session that LISTENs: see Push), 4 on MySQL with
-// its doorbell's wait.
+// transactions, one per session that LISTENs: see Push), 3 on MySQL,
+// where the waiter's doorbell wait is its acquire (see Push).
 //
 // # Push
 //
@@ -135,7 +135,22 @@
 //     named lock (GET_LOCK) of its own, its doorbell, and blocks on the
 //     doorbell of whom it waits behind (the waiter before it, or the
 //     owner); a release lets the owner's doorbell go, which wakes the first
-//     waiter and only it. A waiter that gets the lock keeps its doorbell
+//     waiter and only it. The wait is also the waiter's acquire: a single
+//     UPDATE whose derived table waits for the doorbell (so the row is not
+//     locked while it waits) grants the lock to the waiter, once the bell
+//     lets go, when it heads the queue, with the grant's expiries counted
+//     from the statement's start; the contender's next Acquire takes that
+//     grant without a statement, its time left counted from when the wait
+//     was sent (so its deadline is never later than the server's), or runs
+//     its statement, which extends the grant, when half the ttl or more has
+//     passed since. A wait is ended with KILL QUERY from another connection
+//     (any user may interrupt its own sessions), never by closing its
+//     connection, so whether it took the lock is always known; a grant it
+//     took for a contender that left meanwhile is released at once. (A
+//     wait that no interruption ends within a second is cancelled, which
+//     closes its connection; then, as when the connection breaks, a grant
+//     it may have taken lapses by itself, at most ttl + transition after
+//     the wait's start.) A waiter that gets the lock keeps its doorbell
 //     (and its connection) until it releases, in the release statement
 //     itself, prepared on that connection (MariaDB takes about as long to
 //     parse the statement's text as to run it). The connection then stays

@@ -144,10 +144,18 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 		a.waitMs = min(2*(ttlMs+trMs), maxWaitMs)
 	}
 	var r row
-	err = s.retry(ctx, func() (err error) {
-		r, err = s.eng.acquire(ctx, a)
-		return err
-	})
+	pushed := false
+	if p, ok := s.hooks.(pusher); ok {
+		if g, ok := p.takePush(bellID{name, a.key}, contender); ok {
+			r, pushed = g.row(ttlMs, trMs, time.Now())
+		}
+	}
+	if !pushed {
+		err = s.retry(ctx, func() (err error) {
+			r, err = s.eng.acquire(ctx, a)
+			return err
+		})
+	}
 	if err != nil {
 		return lease.Record{}, s.errorf("acquire", name, err)
 	}
@@ -169,7 +177,7 @@ func (s *Store) Acquire(ctx context.Context, name, contender string, ttl, transi
 		s.hooks.granted(name, a.key, rec.Transition, crowded)
 	case a.waitMs > 0:
 		if pred, ok := r.queue.pred(a.key, r.owner); ok {
-			s.hooks.waiting(name, a.key, pred)
+			s.hooks.waiting(name, a.key, pred, grantReq{owner: contender, ttlMs: ttlMs, transitionMs: trMs, windowMs: ceilMs(s.handoff)})
 		}
 		if rec.OwnerID == "" && rec.Transition > 0 && r.queue.index(a.key) >= 2 {
 			// Held back for the first waiter, and the second one comes

@@ -63,7 +63,7 @@ type poller struct {
 
 // waiting tells the running session that a waiter of this Store joined a
 // queue (grantHooks).
-func (p *poller) waiting(string, string, string) {
+func (p *poller) waiting(string, string, string, grantReq) {
 	select {
 	case p.queued <- struct{}{}:
 	default:

@@ -194,9 +194,10 @@ func newContender(tb testing.TB, d dialect, dsn string, i, pool int, wrap func(*
 
 // TestStatementsPerHandoff (issue 18): at K = 8 and 32 contenders on one
 // lock, once every contender has come, a hand-off on MariaDB costs at
-// most 4 statements as bench/ counts them: the release (which lets the
-// holder's doorbell go), the next one's Acquire, the previous holder's
-// Acquire that queues it again and its doorbell's wait; allow an eighth
+// most 3 statements as bench/ counts them: the release (which lets the
+// holder's doorbell go), the previous holder's Acquire that queues it
+// again, and its doorbell's wait, which takes the lock for it at its turn
+// (WaitGrant: the next one runs no statement to take it); allow a sixth
 // more for a doorbell taken late (the waiter then probes the row).
 func TestStatementsPerHandoff(t *testing.T) {
 	if testing.Short() {
@@ -206,8 +207,8 @@ func TestStatementsPerHandoff(t *testing.T) {
 		t.Run(fmt.Sprint("mysql/K=", k), func(t *testing.T) {
 			r := runHandoffs(t, mysqlDB, k, 100, 2*k)
 			t.Logf("%.2f statements per hand-off", r.stmts)
-			if r.stmts > 4.5 {
-				t.Errorf("%.2f statements per hand-off, want at most 4 (4.5 with late doorbells)", r.stmts)
+			if r.stmts > 3.5 {
+				t.Errorf("%.2f statements per hand-off, want at most 3 (3.5 with late doorbells)", r.stmts)
 			}
 		})
 	}

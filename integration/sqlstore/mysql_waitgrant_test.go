@@ -10,6 +10,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	mydb "github.com/simba-go/simba/internal/db/mysql"
+	"github.com/simba-go/simba/lease"
+	"github.com/simba-go/simba/sqlstore"
 )
 
 // The queue keys of the WaitGrant tests: the holder H, the waiter W, and
@@ -224,5 +226,163 @@ func TestWaitGrantTimesOutAndIsKilled(t *testing.T) {
 	}
 	if w := r.row(t); w.owner != "H" || w.token != 5 {
 		t.Fatalf("row: %+v; want H's grant unchanged", w)
+	}
+}
+
+// pushWaiter sets up a push on MariaDB: "h" holds lock name through a
+// Store of its own for a minute; "w", through Store w, is queued behind it
+// (ttl, transition) and its doorbell waits in WaitGrant. It returns w, h's
+// grant, h's Store and the database.
+func pushWaiter(t *testing.T, name string, ttl, transition time.Duration) (w *sqlstore.Store, held lease.Record, h *sqlstore.Store, db *sql.DB) {
+	t.Helper()
+	dsn := mysqlDB.migrated(t)
+	h, w, db = mysqlDB.newStore(t, dsn), mysqlDB.newStore(t, dsn), mysqlDB.open(t, dsn)
+	held, err := h.Acquire(t.Context(), name, "h", time.Minute, time.Minute)
+	if err != nil || !held.Held("h") {
+		t.Fatalf("Acquire(h) = %+v, %v", held, err)
+	}
+	enqueueFor(t, w, db, name, "w", 1, ttl, transition)
+	// h took the lock without waiting: its Store takes h's bell once it
+	// learns of a waiter (a renewal), and w's next attempt waits on it.
+	if _, err := h.Renew(t.Context(), name, "h", held.Token, time.Minute, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); waitGrants(t, db) != 1; time.Sleep(20 * time.Millisecond) {
+		if r, err := w.Acquire(t.Context(), name, "w", ttl, transition); err != nil || r.OwnerID == "w" {
+			t.Fatalf("Acquire(w) = %+v, %v; want a loss", r, err)
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatal("w's doorbell never waited on h's bell")
+		}
+	}
+	return w, held, h, db
+}
+
+// waitGrants counts the WaitGrant statements of the test's database that
+// wait in GET_LOCK.
+func waitGrants(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "+
+		"AND STATE = 'User lock' AND INFO LIKE '%name: WaitGrant%'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// awaitWaitGrants waits until n WaitGrant statements of the test's
+// database wait in GET_LOCK, for a minute at most.
+func awaitWaitGrants(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	for start := time.Now(); waitGrants(t, db) != n; time.Sleep(time.Millisecond) {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("%d WaitGrant statements wait, want %d", waitGrants(t, db), n)
+		}
+	}
+}
+
+// awaitOwner polls s's Get of name until its owner is owner, for a minute
+// at most, and returns the record.
+func awaitOwner(t *testing.T, s *sqlstore.Store, name, owner string) lease.Record {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		r, err := s.Get(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OwnerID == owner {
+			return r
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("Get(%s) = %+v, want owner %q", name, r, owner)
+		}
+	}
+}
+
+// TestPushedGrantCountsFromTheWait: a waiter's doorbell takes the lock
+// when the holder's release lets its bell go (WaitGrant), before the
+// waiter's next Acquire; that Acquire reports the grant with the time
+// left counted from when the wait was sent, which came before the wait:
+// a deadline taken from the Acquire's start would otherwise outlive the
+// server's grant by the wait's length.
+func TestPushedGrantCountsFromTheWait(t *testing.T) {
+	const name, ttl, wait = "push/from-the-wait", time.Minute, 300 * time.Millisecond
+	w, held, h, _ := pushWaiter(t, name, ttl, time.Minute)
+	time.Sleep(wait) // the wait lasts at least this long
+	if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
+		t.Fatal(err)
+	}
+	pushed := awaitOwner(t, h, name, "w") // the doorbell's statement took it
+	got, err := w.Acquire(t.Context(), name, "w", ttl, time.Minute)
+	if err != nil || !got.Held("w") || got.Token != pushed.Token {
+		t.Fatalf("Acquire(w) after the push = %+v, %v; want w's grant %d", got, err, pushed.Token)
+	}
+	if got.TTL > ttl-wait {
+		t.Fatalf("Acquire(w) reports %v left of a grant whose wait began more than %v ago: want at most %v", got.TTL, wait, ttl-wait)
+	}
+}
+
+// TestPushedGrantAfterALongWaitIsExtended: when half the ttl or more has
+// passed since the wait was sent, the waiter's Acquire does not take the
+// pushed grant as it is (too little of it may be left): it runs its
+// statement, which extends the grant (same token, the whole ttl).
+func TestPushedGrantAfterALongWaitIsExtended(t *testing.T) {
+	const name, ttl = "push/long-wait", time.Second
+	w, held, h, _ := pushWaiter(t, name, ttl, time.Minute)
+	time.Sleep(ttl/2 + 100*time.Millisecond)
+	if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
+		t.Fatal(err)
+	}
+	pushed := awaitOwner(t, h, name, "w")
+	got, err := w.Acquire(t.Context(), name, "w", ttl, time.Minute)
+	if err != nil || !got.Held("w") || got.Token != pushed.Token {
+		t.Fatalf("Acquire(w) after the push = %+v, %v; want w's grant %d", got, err, pushed.Token)
+	}
+	if got.TTL < ttl*9/10 {
+		t.Fatalf("Acquire(w) reports %v left: want the grant extended by its statement (%v)", got.TTL, ttl)
+	}
+}
+
+// TestPushedGrantNobodyTakesIsReleased: a waiter that leaves the queue
+// (Release with token 0, as a Manager whose caller gave up does) after its
+// doorbell took the lock for it, but before an Acquire took that grant,
+// does not keep the lock: the doorbell releases the grant, long before it
+// would lapse.
+func TestPushedGrantNobodyTakesIsReleased(t *testing.T) {
+	const name = "push/nobody-takes"
+	w, held, h, _ := pushWaiter(t, name, time.Minute, time.Minute)
+	if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
+		t.Fatal(err)
+	}
+	awaitOwner(t, h, name, "w")
+	if err := w.Release(t.Context(), name, "w", 0); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		r, err := h.Get(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OwnerID != "w" {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("w left, yet after %v the grant its doorbell took is still held: %+v", time.Since(start), r)
+		}
+	}
+}
+
+// TestWaitGrantEndsWhenTheWaiterLeaves: a waiter that leaves the queue
+// ends its doorbell's wait (which would otherwise wait an hour), from the
+// server's side, and nothing is granted to it.
+func TestWaitGrantEndsWhenTheWaiterLeaves(t *testing.T) {
+	const name = "push/leaves"
+	w, _, h, db := pushWaiter(t, name, time.Minute, time.Minute)
+	if err := w.Release(t.Context(), name, "w", 0); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	awaitWaitGrants(t, db, 0)
+	if r, err := h.Get(t.Context(), name); err != nil || !r.Held("h") {
+		t.Fatalf("Get = %+v, %v; want h's grant", r, err)
 	}
 }

@@ -44,11 +44,17 @@ func awaitQueue(t *testing.T, db *sql.DB, name string, n int) {
 // Store queues a waiter only once it can hear releases).
 func enqueue(t *testing.T, store *sqlstore.Store, db *sql.DB, name, contender string, n int) {
 	t.Helper()
+	enqueueFor(t, store, db, name, contender, n, 10*time.Second, 6*time.Second)
+}
+
+// enqueueFor is enqueue with the waiter's ttl and transition.
+func enqueueFor(t *testing.T, store *sqlstore.Store, db *sql.DB, name, contender string, n int, ttl, transition time.Duration) {
+	t.Helper()
 	if _, err := store.Watch(t.Context(), name, contender); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(i5Bound); ; {
-		if r, err := store.Acquire(t.Context(), name, contender, 10*time.Second, 6*time.Second); err != nil || r.OwnerID == contender {
+		if r, err := store.Acquire(t.Context(), name, contender, ttl, transition); err != nil || r.OwnerID == contender {
 			t.Fatalf("Acquire(%s) = %+v, %v; want a loss", contender, r, err)
 		}
 		if queueLen(t, db, name) == n {
