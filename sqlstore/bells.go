@@ -513,6 +513,17 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool)
 		}
 		// opWait: hold our bell, wait behind pred's (and, where the
 		// dialect can, take the lock in the same statement when it rings).
+		// While a grant our last wait took is not yet taken (an
+		// instruction from an earlier loss came after it), there is
+		// nothing to wait for: the contender is told again.
+		b.mu.Lock()
+		has := r.push != nil
+		b.mu.Unlock()
+		if has {
+			b.hub.wakeKey(r.id.mutex, r.id.key)
+			in, ok = b.take(r, rangWait)
+			continue
+		}
 		g := in.g
 		if g.owner != "" && r.sessOf != conn {
 			ctx, cancel := context.WithTimeout(context.Background(), holdCallMax)
@@ -563,6 +574,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool)
 				b.mu.Lock()
 				r.push = &pushed{token: token, g: g, sent: sent}
 				b.mu.Unlock()
+				b.hub.wakeKey(r.id.mutex, r.id.key) // at once, whatever instruction came meanwhile
 			}
 		}
 		close(waited)
@@ -602,7 +614,9 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool)
 			}
 			probes++
 		}
-		b.hub.wakeKey(r.id.mutex, r.id.key)
+		if token == 0 { // a grant woke the contender already
+			b.hub.wakeKey(r.id.mutex, r.id.key)
+		}
 		in, ok = b.take(r, rangWait) // nobody follows up: give the bells up
 	}
 	b.dropPush(r, conn) // nobody came for it either
