@@ -108,7 +108,7 @@ type grantReq struct {
 }
 
 // pushed is a grant that a ringer's wait made (bellSQL.wait with a
-// grantReq) and that the contender's next acquire takes (bells.take):
+// grantReq) and that the contender's next acquire takes (bells.takePush):
 // its token, and the ringer's time before it sent the wait, from which the
 // grant's expiries run at the latest.
 type pushed struct {
