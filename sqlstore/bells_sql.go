@@ -158,27 +158,68 @@ func pgBellKey(scope, mutex, key string) int64 {
 // waits longer runs it again, a statement every pgBellWait.
 const pgBellWait = 10 * time.Second
 
-func (pgBells) grants() bool                                                      { return false }
-func (pgBells) session(context.Context, *sql.Conn) (int64, error)                 { return 0, nil }
-func (pgBells) interrupt(context.Context, *sql.DB, int64) error                   { return nil }
-func (pgBells) release(context.Context, dbtx, bellID, string, int64, int64) error { return nil }
+func (pgBells) grants() bool { return true }
 
-func (p pgBells) wait(ctx context.Context, conn *sql.Conn, id bellID, pred string, have bool, _ grantReq) (bool, int64, int64, error) {
-	res, err := p.q.WaitBell(ctx, conn, pgdb.WaitBellParams{Have: have,
-		Self: pgBellKey(p.scope, id.mutex, id.key), Pred: pgBellKey(p.scope, id.mutex, pred),
-		TimeoutMs: pgBellWait.Milliseconds()})
+// session returns the process id of conn's backend, by which interrupt
+// cancels its wait.
+func (pgBells) session(ctx context.Context, conn *sql.Conn) (int64, error) {
+	var pid int64
+	err := conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid)
+	return pid, err
+}
+
+// interrupt cancels the statement that the backend session runs with
+// pg_cancel_backend, which a role may call for its own backends without
+// any privilege: the statement fails with query_canceled (57014) and its
+// transaction rolls back, or, if it had done its work, ends as it would
+// have anyway (a cancel that comes while the backend waits for the next
+// command is discarded); the session stays.
+func (pgBells) interrupt(ctx context.Context, db *sql.DB, session int64) error {
+	_, err := db.ExecContext(ctx, "SELECT pg_cancel_backend($1)", session)
+	return err
+}
+
+func (p pgBells) release(ctx context.Context, on dbtx, id bellID, owner string, token, windowMs int64) error {
+	_, err := p.q.Release(ctx, rewrite(on, p.scope), pgdb.ReleaseParams{Mutex: id.mutex, OwnerID: owner, Token: token,
+		Wkey: id.key, WindowMs: windowMs})
+	return err
+}
+
+func (p pgBells) wait(ctx context.Context, conn *sql.Conn, id bellID, pred string, have bool, g grantReq) (bool, int64, int64, error) {
+	var (
+		mine        bool
+		rang, token int64
+		err         error
+	)
+	self, predKey := pgBellKey(p.scope, id.mutex, id.key), pgBellKey(p.scope, id.mutex, pred)
+	if g.owner == "" {
+		var res pgdb.WaitBellRow
+		res, err = p.q.WaitBell(ctx, conn, pgdb.WaitBellParams{Have: have, Self: self, Pred: predKey,
+			TimeoutMs: pgBellWait.Milliseconds()})
+		mine, rang = res.Mine, res.Rang
+	} else {
+		var res pgdb.WaitGrantRow
+		res, err = p.q.WaitGrant(ctx, rewrite(conn, p.scope), pgdb.WaitGrantParams{Have: have, Self: self, Pred: predKey,
+			TimeoutMs: pgBellWait.Milliseconds(), TtlMs: g.ttlMs, TransitionMs: g.transitionMs,
+			OwnerID: g.owner, Mutex: id.mutex, Wkey: id.key})
+		mine, rang, token = res.Mine, res.Rang, res.Token
+	}
 	var state interface{ SQLState() string }
 	if err != nil && ctx.Err() == nil && errors.As(err, &state) {
 		switch state.SQLState() {
 		case "55P03", // lock_not_available: our lock_timeout
-			"57014": // query_canceled: the session's statement_timeout
+			"57014": // query_canceled: the session's statement_timeout, or interrupt
 			// Timed out: wait again. Whether the statement took our bell
 			// is unknown; taking it again is harmless, since a session
 			// lets its bells go all at once (pg_advisory_unlock_all).
+			// A statement that would have granted rolled back.
 			return false, 0, 0, nil
+		case "40001": // serialization_failure: WaitGrant under REPEATABLE READ
+			// The bell rang; the contender's own acquire takes the lock.
+			return false, 1, 0, nil
 		}
 	}
-	return res.Mine, res.Rang, 0, err
+	return mine, rang, token, err
 }
 
 func (p pgBells) take(ctx context.Context, conn *sql.Conn, id bellID) (bool, error) {

@@ -74,9 +74,11 @@
 // (the server's cost of a statement bounds many clients' throughput); when
 // someone queued since, it finds the queue and runs the full release
 // statement, which hands over: a second round trip, on that release
-// only. On PostgreSQL a grant to a contender that waited for it (under
-// contention, the one it took the lock from queues again meanwhile) goes
-// to the full release statement at once. On MySQL a contender that this
+// only. On PostgreSQL the release of a grant to a contender that waited
+// for it (under contention, the one it took the lock from queues again
+// meanwhile) hands over at once, with a plain single-row update too while
+// the first waiter's queue entry is live, and the full release statement,
+// which cuts expired entries out of the queue, otherwise. On MySQL a contender that this
 // Store queued and whose doorbell did not take the lock for it (see Push)
 // takes a free lock with a plain single-row update when it heads the
 // queue, and runs the full acquire statement only when that changes
@@ -126,11 +128,21 @@
 //     (PostgreSQL 15 still wakes every listening session of the database
 //     on each notifying commit, and counts its reading of the queue as a
 //     transaction.) With [WithPostgresDoorbells], PostgreSQL wakes waiters
-//     as MySQL does below, with session-level advisory locks as doorbells:
-//     5.4 transactions per hand-off at K = 32 instead of 36 (cold start
-//     included, BenchmarkHandoffK), at the cost of a connection per
-//     waiting contender and lock and, since a waiting statement keeps its
-//     snapshot, a statement at least every 10 s per waiter.
+//     as MySQL does below, with session-level advisory locks as doorbells,
+//     and the wait is the waiter's acquire there too: about 4 transactions
+//     per hand-off at K = 32 instead of 35 (cold start included,
+//     BenchmarkHandoffK), at the cost of a connection per waiting
+//     contender and lock and, since a waiting statement keeps its
+//     snapshot, a statement at least every 10 s per waiter. The waiting
+//     statement's snapshot predates the release, so its UPDATE matches the
+//     row by name and decides the grant on the row's latest version (READ
+//     COMMITTED re-evaluates it there); the grant's expiries run from the
+//     server's clock after the wait, later than the send time the
+//     contender counts from. A wait is ended with pg_cancel_backend, which
+//     a role may call on its own sessions; a statement it cancels rolls
+//     back. Under REPEATABLE READ or SERIALIZABLE as the session's default,
+//     the UPDATE fails (40001) and the contender's own acquire takes the
+//     lock, as without the push.
 //   - MySQL: a waiter holds, on a connection borrowed from the pool, a
 //     named lock (GET_LOCK) of its own, its doorbell, and blocks on the
 //     doorbell of whom it waits behind (the waiter before it, or the

@@ -131,7 +131,8 @@ func WithDoorbells(n int) Option {
 // PostgreSQL (through 18) signals every listening backend of the database
 // on each notifying commit, whatever the channel, so with LISTEN a hand-off
 // among K waiting Stores costs about K + 3 transactions on the server; with
-// doorbells 4.4 at K = 8 and 5.4 at K = 32 (cold start included). It takes one connection per waiting contender and
+// doorbells, whose wait also takes the lock for the waiter, 3.3 at K = 8
+// and 4.1 at K = 32 (cold start included). It takes one connection per waiting contender and
 // lock, bounded as [WithDoorbells] says. A waiting statement keeps its
 // snapshot, which holds back VACUUM in the whole database, so one wait
 // lasts at most 10 s (or the session's statement_timeout, if shorter) and

@@ -101,14 +101,16 @@ func (e pgEngine) renewMany(ctx context.Context, reqs []renewArgs) ([]renewed, e
 }
 
 func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
-	if a.on != nil {
+	db, letGo, channel := e.db, false, e.channel
+	if !a.notify {
+		channel = ""
+	}
+	switch {
+	case a.on != nil:
 		// On the connection that holds the holder's doorbell: the
 		// statement lets it go once the grant has ended.
-		r, err := e.q.Release(ctx, rewrite(a.on, e.table), pgdb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner,
-			Token: a.token, Wkey: a.key, WindowMs: a.windowMs, LetGo: true})
-		return r.Released > 0, err
-	}
-	if a.token > 0 && !a.crowded {
+		db, letGo = rewrite(a.on, e.table), true
+	case a.token > 0 && !a.crowded:
 		// Nobody was queued at the grant, which did not go to a waiter:
 		// most likely nobody is queued now, and ReleaseIdle, a plain
 		// update, does what Release would. When it finds someone queued
@@ -120,13 +122,28 @@ func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 		if !errors.Is(err, sql.ErrNoRows) {
 			return false, err
 		}
+		return e.releaseAll(ctx, db, a, channel, letGo)
 	}
-	channel := e.channel
-	if !a.notify {
-		channel = ""
+	if a.token > 0 {
+		// A hand-off: ReleaseHead, a plain update, does what Release
+		// would unless the first waiter's entry expired (or the grant is
+		// gone, or the holder is queued too); then Release decides.
+		_, err := e.q.ReleaseHead(ctx, db, pgdb.ReleaseHeadParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
+			Wkey: a.key, WindowMs: a.windowMs, Channel: channel, LetGo: letGo})
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
 	}
-	r, err := e.q.Release(ctx, e.db, pgdb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
-		Wkey: a.key, WindowMs: a.windowMs, Channel: channel})
+	return e.releaseAll(ctx, db, a, channel, letGo)
+}
+
+// releaseAll runs Release, which decides every case.
+func (e pgEngine) releaseAll(ctx context.Context, db dbtx, a releaseArgs, channel string, letGo bool) (bool, error) {
+	r, err := e.q.Release(ctx, db, pgdb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
+		Wkey: a.key, WindowMs: a.windowMs, Channel: channel, LetGo: letGo})
 	return r.Released > 0, err
 }
 

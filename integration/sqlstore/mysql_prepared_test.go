@@ -110,11 +110,15 @@ func TestDoorbellReleaseIsPrepared(t *testing.T) {
 	if got["Execute:ReleaseBells"] == 0 {
 		t.Errorf("no release ran ReleaseBells on a doorbell connection in %d hand-offs: %v", turns-2, got)
 	}
-	if waits := got["Query:WaitGrant"] + got["Execute:WaitGrant"]; waits != turns-2 || got["Execute:Acquire"] != turns-2 ||
-		got["Execute:AcquireHead"]+got["Query:AcquireHead"] != 0 {
-		t.Errorf("%d hand-offs ran WaitGrant %d times, Acquire %d times and AcquireHead %d times, want %[1]d, %[1]d and 0 "+
-			"(the releaser queueing again, and its wait, which takes the lock when the next release lets its predecessor's bell go): %v",
-			turns-2, waits, got["Execute:Acquire"], got["Execute:AcquireHead"]+got["Query:AcquireHead"], got)
+	// Each hand-off's waiter waits in WaitGrant, which takes the lock when
+	// the release lets its predecessor's bell go, so its Acquire needs no
+	// AcquireHead. On a loaded machine a waiter's poll may come first and
+	// interrupt a wait (a wait and an acquire more, an AcquireHead then);
+	// without the push every hand-off runs AcquireHead.
+	waits, heads := got["Query:WaitGrant"]+got["Execute:WaitGrant"], got["Execute:AcquireHead"]+got["Query:AcquireHead"]
+	if waits < turns-2 || heads >= turns-2 {
+		t.Errorf("%d hand-offs ran WaitGrant %d times and AcquireHead %d times, want at least %[1]d and fewer than %[1]d: %v",
+			turns-2, waits, heads, got)
 	}
 	if n := got["Prepare:ReleaseBells"]; n > len(ms) {
 		t.Errorf("ReleaseBells was prepared %d times in %d hand-offs of %d contenders, want once per doorbell connection at most",

@@ -64,7 +64,7 @@ func TestPostgresDoorbellWaitIsBounded(t *testing.T) {
 	started := func() (time.Time, bool) {
 		var at time.Time
 		err := admin.QueryRowContext(ctx, `SELECT query_start FROM pg_stat_activity
-			WHERE datname = current_database() AND query LIKE '%name: WaitBell%'
+			WHERE datname = current_database() AND query LIKE '%name: Wait%'
 			  AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&at)
 		return at, err == nil
 	}

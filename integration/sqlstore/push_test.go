@@ -175,7 +175,7 @@ func killPushSessions(t *testing.T, dialect string, db *sql.DB) int {
 	      WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`
 	if dialect == "pgbells" {
 		q = `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		     WHERE datname = current_database() AND query LIKE '%name: WaitBell%' AND pid <> pg_backend_pid()`
+		     WHERE datname = current_database() AND query LIKE '%name: Wait%' AND pid <> pg_backend_pid()`
 	}
 	if dialect == "mysql" {
 		var ids []int64

@@ -113,3 +113,94 @@ func (q *Queries) WaitBell(ctx context.Context, db DBTX, arg WaitBellParams) (Wa
 	err := row.Scan(&i.Mine, &i.Rang, &i.Dropped)
 	return i, err
 }
+
+const WaitGrant = `-- name: WaitGrant :one
+WITH s AS MATERIALIZED (
+    SELECT CASE WHEN $1::boolean THEN true ELSE pg_try_advisory_lock($2::bigint) END AS mine
+),
+p AS MATERIALIZED (
+    SELECT s.mine, pg_try_advisory_lock($3::bigint) AS free,
+           set_config('lock_timeout', $4::bigint::text, true) AS lock_timeout
+    FROM s
+),
+l AS MATERIALIZED (
+    SELECT p.mine, p.free,
+           (SELECT count(*) FROM (SELECT pg_advisory_lock($3::bigint)) AS z WHERE NOT p.free) AS waited
+    FROM p
+),
+u AS MATERIALIZED (
+    SELECT l.mine, l.free, pg_advisory_unlock($3::bigint) AS dropped,
+           (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms,
+           $5::bigint AS ttl, $6::bigint AS tr,
+           $7::varchar AS owner, $8::text AS wkey
+    FROM l
+),
+g AS (
+    UPDATE simba_mutex AS m SET
+        (token, version, acquired_at, ttl_at, transition_at, queue, owner_id) = (
+            SELECT CASE WHEN x.ok THEN m.token + 1 ELSE m.token END,
+                   CASE WHEN x.ok THEN m.version + 1 ELSE m.version END,
+                   CASE WHEN x.ok THEN u.ms ELSE m.acquired_at END,
+                   CASE WHEN x.ok THEN u.ms + u.ttl ELSE m.ttl_at END,
+                   CASE WHEN x.ok THEN u.ms + u.ttl + u.tr ELSE m.transition_at END,
+                   CASE WHEN x.ok THEN substr(m.queue, 30) ELSE m.queue END,
+                   CASE WHEN x.ok THEN u.owner ELSE m.owner_id END
+            FROM (SELECT m.owner_id = '' AND left(m.queue, 16) = u.wkey AS ok) AS x)
+    FROM u
+    WHERE m.mutex = $9 AND NOT u.free
+    RETURNING m.owner_id = u.owner AND m.acquired_at = u.ms AS granted, m.token
+)
+SELECT u.mine::boolean AS mine, (CASE WHEN u.free THEN -1 ELSE 1 END)::bigint AS rang,
+       coalesce((SELECT g.token FROM g WHERE g.granted), 0)::bigint AS token
+FROM u
+`
+
+type WaitGrantParams struct {
+	Have         bool
+	Self         int64
+	Pred         int64
+	TimeoutMs    int64
+	TtlMs        int64
+	TransitionMs int64
+	OwnerID      string
+	Wkey         string
+	Mutex        string
+}
+
+type WaitGrantRow struct {
+	Mine  bool
+	Rang  int64
+	Token int64
+}
+
+// WaitBell, and when pred's bell rang (rang 1), in the same statement, the
+// grant that AcquireHead makes: the waiter's grant needs no round trip of
+// its own after the release. The release lets its bell go before it
+// commits; the UPDATE then waits for the row until that commit. Its
+// snapshot was taken at the statement's start, before the wait, when the
+// row was held (and wkey perhaps not yet first), so the row is matched by
+// its mutex alone and the grant is decided in the SET list: under READ
+// COMMITTED, PostgreSQL evaluates it again on the row's latest version,
+// as the release committed it (EvalPlanQual). The grant is AcquireHead's
+// (owner_id when the mutex is free: a new token, the head entry leaves the
+// queue), with expiries from the clock after the wait; a row that is not
+// free or not wkey's to take is written back unchanged. token is the grant's, 0 when there was
+// none. Under REPEATABLE READ or SERIALIZABLE the UPDATE fails with
+// serialization_failure (40001) instead, after the wait: the caller then
+// takes it as a ring without a grant.
+func (q *Queries) WaitGrant(ctx context.Context, db DBTX, arg WaitGrantParams) (WaitGrantRow, error) {
+	row := db.QueryRowContext(ctx, WaitGrant,
+		arg.Have,
+		arg.Self,
+		arg.Pred,
+		arg.TimeoutMs,
+		arg.TtlMs,
+		arg.TransitionMs,
+		arg.OwnerID,
+		arg.Wkey,
+		arg.Mutex,
+	)
+	var i WaitGrantRow
+	err := row.Scan(&i.Mine, &i.Rang, &i.Token)
+	return i, err
+}

@@ -229,14 +229,24 @@ func TestWaitGrantTimesOutAndIsKilled(t *testing.T) {
 	}
 }
 
-// pushWaiter sets up a push on MariaDB: "h" holds lock name through a
+// pushDoorbells are the dialects whose doorbell waits take the lock.
+var pushDoorbells = []dialect{mysqlDB, pgBells}
+
+// forDoorbells runs f as a subtest for each of pushDoorbells.
+func forDoorbells(t *testing.T, f func(t *testing.T, d dialect)) {
+	for _, d := range pushDoorbells {
+		t.Run(d.name, func(t *testing.T) { f(t, d) })
+	}
+}
+
+// pushWaiter sets up a push on d: "h" holds lock name through a
 // Store of its own for a minute; "w", through Store w, is queued behind it
 // (ttl, transition) and its doorbell waits in WaitGrant. It returns w, h's
 // grant, h's Store and the database.
-func pushWaiter(t *testing.T, name string, ttl, transition time.Duration) (w *sqlstore.Store, held lease.Record, h *sqlstore.Store, db *sql.DB) {
+func pushWaiter(t *testing.T, d dialect, name string, ttl, transition time.Duration) (w *sqlstore.Store, held lease.Record, h *sqlstore.Store, db *sql.DB) {
 	t.Helper()
-	dsn := mysqlDB.migrated(t)
-	h, w, db = mysqlDB.newStore(t, dsn), mysqlDB.newStore(t, dsn), mysqlDB.open(t, dsn)
+	dsn := d.migrated(t)
+	h, w, db = d.newStore(t, dsn), d.newStore(t, dsn), d.open(t, dsn)
 	held, err := h.Acquire(t.Context(), name, "h", time.Minute, time.Minute)
 	if err != nil || !held.Held("h") {
 		t.Fatalf("Acquire(h) = %+v, %v", held, err)
@@ -259,12 +269,17 @@ func pushWaiter(t *testing.T, name string, ttl, transition time.Duration) (w *sq
 }
 
 // waitGrants counts the WaitGrant statements of the test's database that
-// wait in GET_LOCK.
+// wait for a bell (in GET_LOCK, or on an advisory lock).
 func waitGrants(t *testing.T, db *sql.DB) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "+
-		"AND STATE = 'User lock' AND INFO LIKE '%name: WaitGrant%'").Scan(&n); err != nil {
+	err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "+
+		"AND STATE = 'User lock' AND INFO LIKE '%name: WaitGrant%'").Scan(&n)
+	if err != nil { // PostgreSQL
+		err = db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "+
+			"AND wait_event = 'advisory' AND query LIKE '%name: WaitGrant%'").Scan(&n)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -306,20 +321,22 @@ func awaitOwner(t *testing.T, s *sqlstore.Store, name, owner string) lease.Recor
 // a deadline taken from the Acquire's start would otherwise outlive the
 // server's grant by the wait's length.
 func TestPushedGrantCountsFromTheWait(t *testing.T) {
-	const name, ttl, wait = "push/from-the-wait", time.Minute, 300 * time.Millisecond
-	w, held, h, _ := pushWaiter(t, name, ttl, time.Minute)
-	time.Sleep(wait) // the wait lasts at least this long
-	if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
-		t.Fatal(err)
-	}
-	pushed := awaitOwner(t, h, name, "w") // the doorbell's statement took it
-	got, err := w.Acquire(t.Context(), name, "w", ttl, time.Minute)
-	if err != nil || !got.Held("w") || got.Token != pushed.Token {
-		t.Fatalf("Acquire(w) after the push = %+v, %v; want w's grant %d", got, err, pushed.Token)
-	}
-	if got.TTL > ttl-wait {
-		t.Fatalf("Acquire(w) reports %v left of a grant whose wait began more than %v ago: want at most %v", got.TTL, wait, ttl-wait)
-	}
+	forDoorbells(t, func(t *testing.T, d dialect) {
+		const name, ttl, wait = "push/from-the-wait", time.Minute, 300 * time.Millisecond
+		w, held, h, _ := pushWaiter(t, d, name, ttl, time.Minute)
+		time.Sleep(wait) // the wait lasts at least this long
+		if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
+			t.Fatal(err)
+		}
+		pushed := awaitOwner(t, h, name, "w") // the doorbell's statement took it
+		got, err := w.Acquire(t.Context(), name, "w", ttl, time.Minute)
+		if err != nil || !got.Held("w") || got.Token != pushed.Token {
+			t.Fatalf("Acquire(w) after the push = %+v, %v; want w's grant %d", got, err, pushed.Token)
+		}
+		if got.TTL > ttl-wait {
+			t.Fatalf("Acquire(w) reports %v left of a grant whose wait began more than %v ago: want at most %v", got.TTL, wait, ttl-wait)
+		}
+	})
 }
 
 // TestPushedGrantAfterALongWaitIsExtended: when half the ttl or more has
@@ -327,20 +344,22 @@ func TestPushedGrantCountsFromTheWait(t *testing.T) {
 // pushed grant as it is (too little of it may be left): it runs its
 // statement, which extends the grant (same token, the whole ttl).
 func TestPushedGrantAfterALongWaitIsExtended(t *testing.T) {
-	const name, ttl = "push/long-wait", time.Second
-	w, held, h, _ := pushWaiter(t, name, ttl, time.Minute)
-	time.Sleep(ttl/2 + 100*time.Millisecond)
-	if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
-		t.Fatal(err)
-	}
-	pushed := awaitOwner(t, h, name, "w")
-	got, err := w.Acquire(t.Context(), name, "w", ttl, time.Minute)
-	if err != nil || !got.Held("w") || got.Token != pushed.Token {
-		t.Fatalf("Acquire(w) after the push = %+v, %v; want w's grant %d", got, err, pushed.Token)
-	}
-	if got.TTL < ttl*9/10 {
-		t.Fatalf("Acquire(w) reports %v left: want the grant extended by its statement (%v)", got.TTL, ttl)
-	}
+	forDoorbells(t, func(t *testing.T, d dialect) {
+		const name, ttl = "push/long-wait", time.Second
+		w, held, h, _ := pushWaiter(t, d, name, ttl, time.Minute)
+		time.Sleep(ttl/2 + 100*time.Millisecond)
+		if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
+			t.Fatal(err)
+		}
+		pushed := awaitOwner(t, h, name, "w")
+		got, err := w.Acquire(t.Context(), name, "w", ttl, time.Minute)
+		if err != nil || !got.Held("w") || got.Token != pushed.Token {
+			t.Fatalf("Acquire(w) after the push = %+v, %v; want w's grant %d", got, err, pushed.Token)
+		}
+		if got.TTL < ttl*9/10 {
+			t.Fatalf("Acquire(w) reports %v left: want the grant extended by its statement (%v)", got.TTL, ttl)
+		}
+	})
 }
 
 // TestPushedGrantNobodyTakesIsReleased: a waiter that leaves the queue
@@ -349,40 +368,44 @@ func TestPushedGrantAfterALongWaitIsExtended(t *testing.T) {
 // does not keep the lock: the doorbell releases the grant, long before it
 // would lapse.
 func TestPushedGrantNobodyTakesIsReleased(t *testing.T) {
-	const name = "push/nobody-takes"
-	w, held, h, _ := pushWaiter(t, name, time.Minute, time.Minute)
-	if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
-		t.Fatal(err)
-	}
-	awaitOwner(t, h, name, "w")
-	if err := w.Release(t.Context(), name, "w", 0); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		t.Fatal(err)
-	}
-	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		r, err := h.Get(t.Context(), name)
-		if err != nil {
+	forDoorbells(t, func(t *testing.T, d dialect) {
+		const name = "push/nobody-takes"
+		w, held, h, _ := pushWaiter(t, d, name, time.Minute, time.Minute)
+		if err := h.Release(t.Context(), name, "h", held.Token); err != nil {
 			t.Fatal(err)
 		}
-		if r.OwnerID != "w" {
-			break
+		awaitOwner(t, h, name, "w")
+		if err := w.Release(t.Context(), name, "w", 0); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			t.Fatal(err)
 		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("w left, yet after %v the grant its doorbell took is still held: %+v", time.Since(start), r)
+		for start := time.Now(); ; time.Sleep(time.Millisecond) {
+			r, err := h.Get(t.Context(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OwnerID != "w" {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("w left, yet after %v the grant its doorbell took is still held: %+v", time.Since(start), r)
+			}
 		}
-	}
+	})
 }
 
 // TestWaitGrantEndsWhenTheWaiterLeaves: a waiter that leaves the queue
 // ends its doorbell's wait (which would otherwise wait an hour), from the
 // server's side, and nothing is granted to it.
 func TestWaitGrantEndsWhenTheWaiterLeaves(t *testing.T) {
-	const name = "push/leaves"
-	w, _, h, db := pushWaiter(t, name, time.Minute, time.Minute)
-	if err := w.Release(t.Context(), name, "w", 0); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		t.Fatal(err)
-	}
-	awaitWaitGrants(t, db, 0)
-	if r, err := h.Get(t.Context(), name); err != nil || !r.Held("h") {
-		t.Fatalf("Get = %+v, %v; want h's grant", r, err)
-	}
+	forDoorbells(t, func(t *testing.T, d dialect) {
+		const name = "push/leaves"
+		w, _, h, db := pushWaiter(t, d, name, time.Minute, time.Minute)
+		if err := w.Release(t.Context(), name, "w", 0); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			t.Fatal(err)
+		}
+		awaitWaitGrants(t, db, 0)
+		if r, err := h.Get(t.Context(), name); err != nil || !r.Held("h") {
+			t.Fatalf("Get = %+v, %v; want h's grant", r, err)
+		}
+	})
 }
