@@ -114,7 +114,7 @@ func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 		// Nobody was queued at the grant, which did not go to a waiter:
 		// most likely nobody is queued now, and ReleaseIdle, a plain
 		// update, does what Release would. When it finds someone queued
-		// (or the grant gone), Release decides.
+		// (or the grant gone), the hand-off below decides.
 		_, err := e.q.ReleaseIdle(ctx, e.db, pgdb.ReleaseIdleParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token})
 		if err == nil {
 			return true, nil
@@ -122,12 +122,12 @@ func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 		if !errors.Is(err, sql.ErrNoRows) {
 			return false, err
 		}
-		return e.releaseAll(ctx, db, a, channel, letGo)
 	}
 	if a.token > 0 {
-		// A hand-off: ReleaseHead, a plain update, does what Release
-		// would unless the first waiter's entry expired (or the grant is
-		// gone, or the holder is queued too); then Release decides.
+		// A hand-off (or a queue that ReleaseIdle found): ReleaseHead, a
+		// plain update, does what Release would unless the first
+		// waiter's entry expired (or the grant is gone, or the holder is
+		// queued too); then Release decides.
 		_, err := e.q.ReleaseHead(ctx, db, pgdb.ReleaseHeadParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
 			Wkey: a.key, WindowMs: a.windowMs, Channel: channel, LetGo: letGo})
 		if err == nil {
@@ -137,11 +137,6 @@ func (e pgEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 			return false, err
 		}
 	}
-	return e.releaseAll(ctx, db, a, channel, letGo)
-}
-
-// releaseAll runs Release, which decides every case.
-func (e pgEngine) releaseAll(ctx context.Context, db dbtx, a releaseArgs, channel string, letGo bool) (bool, error) {
 	r, err := e.q.Release(ctx, db, pgdb.ReleaseParams{Mutex: a.mutex, OwnerID: a.owner, Token: a.token,
 		Wkey: a.key, WindowMs: a.windowMs, Channel: channel, LetGo: letGo})
 	return r.Released > 0, err

@@ -26,24 +26,8 @@ const pgBellH, pgBellW = 7001, 7002
 func newPGGrantRig(t *testing.T, queue ...string) pgGrantRig {
 	t.Helper()
 	ctx := t.Context()
-	db := pgBells.open(t, pgBells.migrated(t))
-	q := ""
-	for _, k := range queue {
-		q += k + "9999999999999"
-	}
-	if _, err := db.ExecContext(ctx, "INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version, queue) "+
-		"VALUES ('wg', 'H', 0, 9999999999998, 9999999999999, 5, 1, $1)", q); err != nil {
-		t.Fatal(err)
-	}
-	r := pgGrantRig{db: db}
-	var err error
-	if r.h, err = db.Conn(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if r.w, err = db.Conn(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.h.Close(); r.w.Close() })
+	r := pgGrantRig{db: pgBells.open(t, pgBells.migrated(t))}
+	r.h, r.w = grantRigConns(t, r.db, "$1", queue)
 	if ok, err := pgdb.New().TakeBell(ctx, r.h, pgBellH); err != nil || !ok {
 		t.Fatalf("TakeBell(H) = %v, %v", ok, err)
 	}
@@ -85,15 +69,7 @@ func (r pgGrantRig) waiting(t *testing.T) {
 	t.Fatal("W's WaitGrant did not block on H's bell within a minute")
 }
 
-func (r pgGrantRig) row(t *testing.T) wgRow {
-	t.Helper()
-	var w wgRow
-	if err := r.db.QueryRowContext(t.Context(), "SELECT owner_id, token, acquired_at, ttl_at, transition_at, queue FROM simba_mutex WHERE mutex = 'wg'").
-		Scan(&w.owner, &w.token, &w.acquired, &w.ttlAt, &w.transitionAt, &w.queue); err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
+func (r pgGrantRig) row(t *testing.T) wgRow { return wgRowOf(t, r.db) }
 
 // TestPGWaitGrantGrantsWhoComesFirstAfterItBegan: W's WaitGrant begins
 // while H holds the lock and X heads the queue; X then takes the lock, and
@@ -168,6 +144,32 @@ func TestPGWaitGrantIsCancelled(t *testing.T) {
 	}
 	if w := r.row(t); w.owner != "" || w.token != 5 {
 		t.Fatalf("row: %+v; want H's release, and no grant to W", w)
+	}
+}
+
+// TestPGWaitGrantUnderRepeatableReadFails: with REPEATABLE READ as the
+// session's default, the grant's UPDATE cannot take the row the release
+// changed after the statement's snapshot: WaitGrant fails with
+// serialization_failure (which the doorbell takes as a ring without a
+// grant) and grants nothing, and the release stands.
+func TestPGWaitGrantUnderRepeatableReadFails(t *testing.T) {
+	r := newPGGrantRig(t, keyW)
+	if _, err := r.w.ExecContext(t.Context(), "SET default_transaction_isolation = 'repeatable read'"); err != nil {
+		t.Fatal(err)
+	}
+	wait := r.waitGrant()
+	r.waiting(t)
+	if _, err := pgdb.New().ReleaseHead(t.Context(), r.h, pgdb.ReleaseHeadParams{Mutex: "wg", OwnerID: "H", Token: 5, Wkey: keyH,
+		WindowMs: 1000, LetGo: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := wait()
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "40001" {
+		t.Fatalf("WaitGrant under REPEATABLE READ after the release: %v; want serialization_failure (40001)", err)
+	}
+	if w := r.row(t); w.owner != "" || w.token != 5 || w.queue != keyW+"9999999999999" {
+		t.Fatalf("row: %+v; want H's release, reserved for W, and no grant", w)
 	}
 }
 

@@ -34,24 +34,8 @@ type waitGrantRig struct {
 func newWaitGrantRig(t *testing.T, queue ...string) waitGrantRig {
 	t.Helper()
 	ctx := t.Context()
-	db := mysqlDB.open(t, mysqlDB.migrated(t))
-	q := ""
-	for _, k := range queue {
-		q += k + "9999999999999"
-	}
-	if _, err := db.ExecContext(ctx, "INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version, queue) "+
-		"VALUES ('wg', 'H', 0, 9999999999998, 9999999999999, 5, 1, ?)", q); err != nil {
-		t.Fatal(err)
-	}
-	r := waitGrantRig{db: db}
-	var err error
-	if r.h, err = db.Conn(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if r.w, err = db.Conn(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.h.Close(); r.w.Close() })
+	r := waitGrantRig{db: mysqlDB.open(t, mysqlDB.migrated(t))}
+	r.h, r.w = grantRigConns(t, r.db, "?", queue)
 	if n, err := mydb.New().TakeBell(ctx, r.h, mydb.TakeBellParams{Scope: "simba_mutex", Mutex: []byte("wg"), Self: keyH}); err != nil || n != 1 {
 		t.Fatalf("TakeBell(H) = %d, %v", n, err)
 	}
@@ -59,6 +43,31 @@ func newWaitGrantRig(t *testing.T, queue ...string) waitGrantRig {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// grantRigConns writes lock "wg", held by H (token 5) with the given queue
+// (keys, oldest first, live for ever), and returns two connections of db,
+// for H's bell and W's doorbell. ph is the dialect's first placeholder.
+func grantRigConns(t *testing.T, db *sql.DB, ph string, queue []string) (h, w *sql.Conn) {
+	t.Helper()
+	ctx := t.Context()
+	q := ""
+	for _, k := range queue {
+		q += k + "9999999999999"
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, token, version, queue) "+
+		"VALUES ('wg', 'H', 0, 9999999999998, 9999999999999, 5, 1, "+ph+")", q); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if h, err = db.Conn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w, err = db.Conn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(); w.Close() })
+	return h, w
 }
 
 // waitGrant runs W's WaitGrant behind H's bell (ttl 5 s, transition 3 s).
@@ -139,10 +148,13 @@ type wgRow struct {
 	queue                         string
 }
 
-func (r waitGrantRig) row(t *testing.T) wgRow {
+func (r waitGrantRig) row(t *testing.T) wgRow { return wgRowOf(t, r.db) }
+
+// wgRowOf reads lock "wg" of a WaitGrant rig.
+func wgRowOf(t *testing.T, db *sql.DB) wgRow {
 	t.Helper()
 	var w wgRow
-	if err := r.db.QueryRowContext(t.Context(), "SELECT owner_id, token, acquired_at, ttl_at, transition_at, queue FROM simba_mutex WHERE mutex = 'wg'").
+	if err := db.QueryRowContext(t.Context(), "SELECT owner_id, token, acquired_at, ttl_at, transition_at, queue FROM simba_mutex WHERE mutex = 'wg'").
 		Scan(&w.owner, &w.token, &w.acquired, &w.ttlAt, &w.transitionAt, &w.queue); err != nil {
 		t.Fatal(err)
 	}
