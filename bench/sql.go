@@ -90,7 +90,7 @@ type simbaSQL struct {
 func simbaPostgres(s Servers) Target {
 	o := &simbaSQL{driver: "pgx", dsn: s.Postgres, dialect: schema.Postgres, prefix: s.KeyPrefix,
 		newStore: func(db *sql.DB) (*sqlstore.Store, error) { return sqlstore.NewPostgres(db) }}
-	return Target{Lib: "simba", Backend: "PostgreSQL", Settings: simbaSettings + ", LISTEN/NOTIFY (pgx stdlib), pool of 16",
+	return Target{Lib: "simba", Backend: "PostgreSQL", Settings: simbaSettings + ", advisory-lock doorbells (the default), pool of 16",
 		Open: o.open, Ops: pgOps(s.Postgres), Settle: pgStatsSettle, Takeover: simbaTTL + simbaTransition}
 }
 

@@ -22,7 +22,7 @@
 // quarter of the lease's first step, ttl/12 for a full grant, after the
 // last confirmed renewal was sent), retries failed renewals with short
 // jittered back-off, and wakes waiters as soon as the store reports a
-// release (Redis pub/sub, PostgreSQL LISTEN/NOTIFY, ZooKeeper watches),
+// release (Redis pub/sub, SQL doorbells, ZooKeeper watches),
 // falling back to polling at the owner's transition end plus a jitter in
 // [−200 ms, +1000 ms).
 //

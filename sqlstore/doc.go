@@ -106,43 +106,45 @@
 // waiter's acquire and the previous holder's acquire that queues it again
 // (a lease.Manager whose last grant of a name came after a lost attempt
 // subscribes before its next first attempt, so that one attempt queues
-// it): 3 statements on PostgreSQL (plus, as the server counts
-// transactions, one per session that LISTENs: see Push), 3 on MySQL,
-// where the waiter's doorbell wait is its acquire (see Push).
+// it): 3 statements on PostgreSQL and MySQL, where the waiter's doorbell
+// wait is its acquire (see Push; with LISTEN on PostgreSQL, plus one
+// transaction per session that LISTENs, as the server counts them).
 //
 // # Push
 //
 // How the first waiter is woken, at once instead of at the owner's
 // transition end:
 //
-//   - PostgreSQL: a release that leaves waiters sends a NOTIFY naming the
-//     lock, the first waiter and the one after it, to the Store of each of
-//     them only: every Store has a channel of its own, named after the
-//     table and a random tag that starts its contenders' queue keys. A
-//     release that leaves nobody waiting sends none (PostgreSQL serializes
-//     notifying commits on one server-wide lock). While any waiter of this
-//     Store waits, and for 30 s after the last one, one connection borrowed
-//     from the pool LISTENs on the Store's channel (pgx's stdlib driver
-//     only: with another driver Watch fails with [ErrNoPush] and waiters
-//     poll). A waiter joins the queue only once that connection listens.
-//     (PostgreSQL 15 still wakes every listening session of the database
-//     on each notifying commit, and counts its reading of the queue as a
-//     transaction.) With [WithPostgresDoorbells], PostgreSQL wakes waiters
-//     as MySQL does below, with session-level advisory locks as doorbells,
-//     and the wait is the waiter's acquire there too: about 4 transactions
-//     per hand-off at K = 32 instead of 35 (cold start included,
-//     BenchmarkHandoffK), at the cost of a connection per waiting
-//     contender and lock and, since a waiting statement keeps its
-//     snapshot, a statement at least every 10 s per waiter. The waiting
-//     statement's snapshot predates the release, so its UPDATE matches the
-//     row by name and decides the grant on the row's latest version (READ
-//     COMMITTED re-evaluates it there); the grant's expiries run from the
-//     server's clock after the wait, later than the send time the
-//     contender counts from. A wait is ended with pg_cancel_backend, which
-//     a role may call on its own sessions; a statement it cancels rolls
-//     back. Under REPEATABLE READ or SERIALIZABLE as the session's default,
-//     the UPDATE fails (40001) and the contender's own acquire takes the
-//     lock, as without the push.
+//   - PostgreSQL (by default, [WithPostgresDoorbells]): as on MySQL
+//     below, with session-level advisory locks as the doorbells (a 64-bit
+//     key per contender and lock), and the wait is the waiter's acquire
+//     there too: about 4 transactions per hand-off at K = 32
+//     (BenchmarkHandoffK, cold start included), at the cost of a
+//     connection per waiting contender and lock and, since a waiting
+//     statement keeps its snapshot, a statement at least every 10 s per
+//     waiter. The waiting statement's snapshot predates the release, so
+//     its UPDATE matches the row by name and decides the grant on the
+//     row's latest version (READ COMMITTED re-evaluates it there); the
+//     grant's expiries run from the server's clock after the wait, later
+//     than the send time the contender counts from. A wait is ended with
+//     pg_cancel_backend, which a role may call on its own sessions; a
+//     statement it cancels rolls back. Under REPEATABLE READ or
+//     SERIALIZABLE as the session's default, the UPDATE fails (40001) and
+//     the contender's own acquire takes the lock, as without the push.
+//   - PostgreSQL with WithPostgresDoorbells(false): a release that leaves
+//     waiters sends a NOTIFY naming the lock, the first waiter and the one
+//     after it, to the Store of each of them only: every Store has a
+//     channel of its own, named after the table and a random tag that
+//     starts its contenders' queue keys. A release that leaves nobody
+//     waiting sends none (PostgreSQL serializes notifying commits on one
+//     server-wide lock). While any waiter of this Store waits, and for 30 s
+//     after the last one, one connection borrowed from the pool LISTENs on
+//     the Store's channel (pgx's stdlib driver only: with another driver
+//     Watch fails with [ErrNoPush] and waiters poll). A waiter joins the
+//     queue only once that connection listens. (PostgreSQL through 18
+//     still wakes every listening session of the database on each
+//     notifying commit, and counts its reading of the queue as a
+//     transaction: K + 3 transactions per hand-off among K waiting Stores.)
 //   - MySQL: a waiter holds, on a connection borrowed from the pool, a
 //     named lock (GET_LOCK) of its own, its doorbell, and blocks on the
 //     doorbell of whom it waits behind (the waiter before it, or the

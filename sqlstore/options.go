@@ -81,8 +81,8 @@ func WithLogger(l *slog.Logger) Option {
 // WithPush turns release notifications and the fair wait queue on (the
 // default) or off. On, a waiter of this Store joins the lock's wait queue
 // and is woken as soon as the lock is handed to it: on PostgreSQL through
-// LISTEN/NOTIFY on one connection borrowed from the pool while anyone waits
-// (pgx's stdlib driver only), on MySQL through named locks (GET_LOCK) used
+// session-level advisory locks used as doorbells (or LISTEN/NOTIFY, see
+// [WithPostgresDoorbells]), on MySQL through named locks (GET_LOCK) used
 // as doorbells, on connections borrowed from the pool (see
 // [WithDoorbells]), on SQLite by watching the file. Off, or when the pool
 // has fewer than 4 connections (sql.DB.SetMaxOpenConns), waiters do not
@@ -99,12 +99,13 @@ func WithPush(on bool) Option {
 	}
 }
 
-// DefaultDoorbells is how many MySQL connections a Store lends at most to
-// doorbells, one per contender and lock that its Managers wait for.
+// DefaultDoorbells is how many connections a MySQL or PostgreSQL Store
+// lends at most to doorbells, one per contender and lock that its Managers
+// wait for.
 const DefaultDoorbells = 8
 
-// WithDoorbells bounds the connections a MySQL Store (or a PostgreSQL one
-// with [WithPostgresDoorbells]) borrows from the pool for doorbells: one
+// WithDoorbells bounds the connections a MySQL or PostgreSQL Store (not
+// one with WithPostgresDoorbells(false)) borrows from the pool for doorbells: one
 // per contender and lock it waits for, kept while that contender then
 // holds the lock and for up to 10 s after, for its next wait (default
 // [DefaultDoorbells]). The Store
@@ -122,24 +123,41 @@ func WithDoorbells(n int) Option {
 	}
 }
 
-// WithPostgresDoorbells makes a PostgreSQL Store with push on (see
-// [WithPush]) wake its waiters as a MySQL Store does, through doorbells,
-// instead of LISTEN/NOTIFY: a waiter holds a session-level advisory lock
-// of its own (its bell) on a connection borrowed from the pool and blocks
-// on the bell of whom it waits behind, and a release lets the holder's
-// bell go in its own statement, which wakes the first waiter and only it.
-// PostgreSQL (through 18) signals every listening backend of the database
-// on each notifying commit, whatever the channel, so with LISTEN a hand-off
-// among K waiting Stores costs about K + 3 transactions on the server; with
-// doorbells, whose wait also takes the lock for the waiter, 3.3 at K = 8
-// and 4.1 at K = 32 (cold start included). It takes one connection per waiting contender and
-// lock, bounded as [WithDoorbells] says. A waiting statement keeps its
+// WithPostgresDoorbells chooses how a PostgreSQL Store with push on (see
+// [WithPush]) wakes its waiters: through doorbells, as a MySQL Store does
+// (true, the default), or through LISTEN/NOTIFY (false).
+//
+// With doorbells a waiter holds a session-level advisory lock of its own
+// (its bell) on a connection borrowed from the pool and blocks on the bell
+// of whom it waits behind, and a release lets the holder's bell go in its
+// own statement, which wakes the first waiter and only it; the wait also
+// takes the lock for the waiter. A hand-off costs about 3.2 transactions
+// on the server at K = 8 waiting Stores and 4.0 at K = 32 (cold start
+// included). It takes one connection per waiting contender and lock,
+// bounded as [WithDoorbells] says. A waiting statement keeps its
 // snapshot, which holds back VACUUM in the whole database, so one wait
 // lasts at most 10 s (or the session's statement_timeout, if shorter) and
 // the doorbell then waits again on the same connection: a statement every
-// 10 s per waiter. Every Store on a table should have the same setting: a
-// LISTEN waiter is not woken by a doorbell release, nor a doorbell waiter
-// by a NOTIFY. Off by default. MySQL and SQLite ignore it.
+// 10 s per waiter, and the oldest snapshot of the database is never more
+// than 10 s older than it would be without waiters. A bell is the
+// advisory lock of one 64-bit key (a hash of the table, the lock and the
+// contender), in the key space the application's own advisory locks
+// share: one of those on the same key would only delay a wake-up.
+//
+// With LISTEN a Store borrows one connection while anyone of it waits
+// (pgx's stdlib driver only: with another driver waiters poll), whatever
+// the number of waiters, and holds no snapshot; but PostgreSQL (through
+// 18) signals every listening backend of the database on each notifying
+// commit, whatever the channel, so a hand-off among K waiting Stores costs
+// about K + 3 transactions on the server, and notifying commits take
+// turns on one server-wide lock.
+//
+// Every Store on a table should have the same setting (mind a rolling
+// upgrade from a version whose default was LISTEN): a LISTEN waiter is
+// not woken by a doorbell release, nor a doorbell waiter by a NOTIFY;
+// such a waiter tries the row at its owner's transition end, or, behind a
+// holder without a bell, now and then (10 ms doubling to 1 s). MySQL and
+// SQLite ignore it.
 func WithPostgresDoorbells(on bool) Option {
 	return func(c *config) error {
 		c.pgBells = on

@@ -167,7 +167,7 @@ func newStore(c config, eng engine, dialect string) *Store {
 }
 
 func newConfig(db *sql.DB, opts []Option) (config, error) {
-	c := config{table: DefaultTable, retries: DefaultRetries, push: true, doorbells: DefaultDoorbells, liteLock: true,
+	c := config{table: DefaultTable, retries: DefaultRetries, push: true, doorbells: DefaultDoorbells, pgBells: true, liteLock: true,
 		handoff: DefaultHandoff, retention: DefaultRetention, logger: slog.New(slog.DiscardHandler)}
 	if db == nil {
 		return c, fmt.Errorf("%w: sqlstore: nil *sql.DB", lease.ErrInvalidArgument)

@@ -85,10 +85,24 @@ func TestCampaign(t *testing.T) {
 		setup func(t *testing.T) Setup
 	}
 	backends := []backend{
+		// PostgreSQL as a Store has it by default, with doorbells: a
+		// waiter blocks in WaitGrant on its predecessor's bell, which the
+		// wait turns into its grant; S6 kills the sessions that hold or
+		// wait on bells.
 		{"postgres", func(t *testing.T) Setup {
 			clk := testserver.NewServerClock(t)
 			s := sqlSetup(t, "postgres", testserver.PrivatePostgresWith(t, testserver.WithServerClock(clk)))
 			s.Clock, s.First = clk, []string{FaultClockForward, FaultRestartSrv}
+			// Contenders take turns quickly now and then, and a release
+			// wakes the head within the allowance the mysql set-up gives.
+			s.Turns, s.Wake = true, 1500*time.Millisecond
+			return s
+		}},
+		// PostgreSQL with LISTEN/NOTIFY (WithPostgresDoorbells(false)).
+		{"postgres-listen", func(t *testing.T) Setup {
+			clk := testserver.NewServerClock(t)
+			s := sqlSetup(t, "postgres-listen", testserver.PrivatePostgresWith(t, testserver.WithServerClock(clk)))
+			s.Clock = clk
 			return s
 		}},
 		{"mysql", func(t *testing.T) Setup {
@@ -242,17 +256,24 @@ func openDB(t *testing.T, driver, dsn string) *sql.DB {
 	return db
 }
 
-func sqlSetup(t *testing.T, dialect string, srv *testserver.SQLServer) Setup {
+// sqlSetup is the set-up of a SQL store: kind is postgres,
+// postgres-listen (PostgreSQL with LISTEN/NOTIFY) or mysql.
+func sqlSetup(t *testing.T, kind string, srv *testserver.SQLServer) Setup {
 	driver, d, newStore := "pgx", schema.Postgres, sqlstore.NewPostgres
-	if dialect == "mysql" {
+	switch kind {
+	case "mysql":
 		driver, d, newStore = "mysql", schema.MySQL, sqlstore.NewMySQL
+	case "postgres-listen":
+		newStore = func(db *sql.DB, opts ...sqlstore.Option) (*sqlstore.Store, error) {
+			return sqlstore.NewPostgres(db, append(opts, sqlstore.WithPostgresDoorbells(false))...)
+		}
 	}
 	admin := openDB(t, driver, srv.DSN())
 	if err := schema.Migrate(t.Context(), admin, d); err != nil {
 		t.Fatal(err)
 	}
 	return Setup{
-		Name: dialect,
+		Name: kind,
 		Client: func() (lease.Store, Faulter, []lease.Option) {
 			p := proxyTo(t, srv.Addr())
 			s, err := newStore(openDB(t, driver, strings.Replace(srv.DSN(), srv.Addr(), p.Addr(), 1)))
@@ -264,9 +285,9 @@ func sqlSetup(t *testing.T, dialect string, srv *testserver.SQLServer) Setup {
 		},
 		Spawn: func() (*exec.Cmd, Faulter) {
 			p := proxyTo(t, srv.Addr())
-			return child(dialect, strings.Replace(srv.DSN(), srv.Addr(), p.Addr(), 1), ""), p
+			return child(kind, strings.Replace(srv.DSN(), srv.Addr(), p.Addr(), 1), ""), p
 		},
-		KillPush: func() error { return killPushSessions(dialect, admin) },
+		KillPush: func() error { return killPushSessions(kind, admin) },
 		Server:   srv.Process, TTL: realTTL, Transition: realTr,
 	}
 }

@@ -24,7 +24,7 @@ import (
 
 // The environment of a contender process that names its store.
 const (
-	envStore  = "SIMBA_CHAOS_STORE"  // postgres, mysql, sqlite, redis, redis-replica, redis-cluster, zookeeper
+	envStore  = "SIMBA_CHAOS_STORE"  // postgres, postgres-listen, mysql, sqlite, redis, redis-replica, redis-cluster, zookeeper
 	envTarget = "SIMBA_CHAOS_TARGET" // DSN, address, or a comma list (see childStore)
 	envRoot   = "SIMBA_CHAOS_ROOT"   // Redis key prefix or ZooKeeper root
 	// envSession is the ZooKeeper session timeout to ask for (default
@@ -54,7 +54,7 @@ func childStore(ctx context.Context) (lease.Store, []lease.Option, func(), error
 	target, root := os.Getenv(envTarget), os.Getenv(envRoot)
 	kind := os.Getenv(envStore)
 	switch kind {
-	case "postgres", "mysql", "sqlite":
+	case "postgres", "postgres-listen", "mysql", "sqlite":
 		driver, newStore := "pgx", sqlstore.NewPostgres
 		switch kind {
 		case "mysql":
@@ -67,6 +67,9 @@ func childStore(ctx context.Context) (lease.Store, []lease.Option, func(), error
 			return nil, nil, nil, err
 		}
 		var opts []sqlstore.Option
+		if kind == "postgres-listen" {
+			opts = append(opts, sqlstore.WithPostgresDoorbells(false))
+		}
 		if f := os.Getenv(envLiteClock); kind == "sqlite" && f != "" {
 			opts = append(opts, sqlstore.WithSQLiteClockOffset(liteOffset(f)))
 		}
@@ -131,14 +134,21 @@ func childStore(ctx context.Context) (lease.Store, []lease.Option, func(), error
 }
 
 // killPushSessions terminates, from the server, every session of the
-// store's database that is listening (PostgreSQL) or waiting on a
-// doorbell (MySQL): S6, a lost release notification.
-func killPushSessions(dialect string, db *sql.DB) error {
+// store's database that holds or waits on a doorbell (postgres: its
+// advisory locks are the bells), is listening (postgres-listen) or waits
+// on a doorbell (mysql): S6, a lost release notification.
+func killPushSessions(kind string, db *sql.DB) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if dialect == "postgres" {
+	switch kind {
+	case "postgres-listen":
 		_, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		      WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`)
+		return err
+	case "postgres":
+		_, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		      WHERE datname = current_database() AND pid <> pg_backend_pid()
+		        AND (query LIKE '%name: Wait%' OR pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory'))`)
 		return err
 	}
 	rows, err := db.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST

@@ -112,7 +112,7 @@ func TestSQLiteClockOffset(t *testing.T) {
 	if _, err := s.Renew(ctx, mx, "a", a.rec.Token, ttl, tr); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("Renew after the step: %v, want ErrNotHeld", err)
 	}
-	unreachable := map[string]string{"postgres": "postgres://127.0.0.1:1/none", "pgbells": "postgres://127.0.0.1:1/none", "mysql": "none@tcp(127.0.0.1:1)/none"}
+	unreachable := map[string]string{"postgres": "postgres://127.0.0.1:1/none", "pglisten": "postgres://127.0.0.1:1/none", "mysql": "none@tcp(127.0.0.1:1)/none"}
 	for _, d := range servers {
 		db, err := sql.Open(d.driver, unreachable[d.name])
 		if err != nil {

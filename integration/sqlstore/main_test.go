@@ -32,12 +32,14 @@ type dialect struct {
 }
 
 var (
+	// postgres is PostgreSQL as a Store has it by default: doorbells
+	// (advisory locks) wake its waiters.
 	postgres = dialect{"postgres", "pgx", schema.Postgres, testserver.Postgres, sqlstore.NewPostgres}
-	// pgBells is PostgreSQL with doorbells (advisory locks) instead of
-	// LISTEN/NOTIFY.
-	pgBells = dialect{"pgbells", "pgx", schema.Postgres, testserver.Postgres,
+	// pgListen is PostgreSQL with LISTEN/NOTIFY instead of doorbells
+	// (WithPostgresDoorbells(false)).
+	pgListen = dialect{"pglisten", "pgx", schema.Postgres, testserver.Postgres,
 		func(db *sql.DB, opts ...sqlstore.Option) (*sqlstore.Store, error) {
-			return sqlstore.NewPostgres(db, append([]sqlstore.Option{sqlstore.WithPostgresDoorbells(true)}, opts...)...)
+			return sqlstore.NewPostgres(db, append([]sqlstore.Option{sqlstore.WithPostgresDoorbells(false)}, opts...)...)
 		}}
 	mysqlDB = dialect{"mysql", "mysql", schema.MySQL, testserver.MySQL, sqlstore.NewMySQL}
 	sqlite  = dialect{"sqlite", "sqlite", schema.SQLite, nil, sqlstore.NewSQLite}
@@ -45,9 +47,9 @@ var (
 	// with a server (and its connection, time zone and restarts).
 	dialects = []dialect{postgres, mysqlDB, sqlite}
 	// pushDialects are the kinds the tests of waiting and waking run on:
-	// every dialect, and PostgreSQL with doorbells.
-	pushDialects = []dialect{postgres, pgBells, mysqlDB, sqlite}
-	servers      = []dialect{postgres, pgBells, mysqlDB}
+	// every dialect, and PostgreSQL with LISTEN.
+	pushDialects = []dialect{postgres, pgListen, mysqlDB, sqlite}
+	servers      = []dialect{postgres, pgListen, mysqlDB}
 )
 
 // liteDSN is the DSN of a SQLite file: WAL, a busy timeout and immediate

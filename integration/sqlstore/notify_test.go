@@ -20,7 +20,7 @@ import (
 func TestNotifyOnlyWhenWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := postgres.migrated(t)
+	dsn := pgListen.migrated(t)
 	listen, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestNotifyOnlyWhenWaiting(t *testing.T) {
 			got = append(got, n.Payload)
 		}
 	}
-	s := postgres.newStore(t, dsn)
+	s := pgListen.newStore(t, dsn)
 	for range 20 {
 		r, err := s.Acquire(ctx, "notify/solo", "a", ttl, tr)
 		if err != nil || !r.Held("a") {
@@ -61,8 +61,8 @@ func TestNotifyOnlyWhenWaiting(t *testing.T) {
 	// listens on the channel of its Store: the first 8 letters of its key.
 	queueWaiter := func(name string) {
 		t.Helper()
-		db := postgres.open(t, dsn)
-		enqueue(t, postgres.newStore(t, dsn), db, name, "w", 1)
+		db := pgListen.open(t, dsn)
+		enqueue(t, pgListen.newStore(t, dsn), db, name, "w", 1)
 		var tag string
 		if err := db.QueryRowContext(ctx, "SELECT left(queue, 8) FROM simba_mutex WHERE mutex = $1", name).Scan(&tag); err != nil {
 			t.Fatal(err)
@@ -75,7 +75,7 @@ func TestNotifyOnlyWhenWaiting(t *testing.T) {
 		store *sqlstore.Store
 		mutex string
 		want  int
-	}{{s, "notify/waited", 1}, {postgres.newStore(t, dsn, sqlstore.WithPush(false)), "notify/push-off", 0}} {
+	}{{s, "notify/waited", 1}, {pgListen.newStore(t, dsn, sqlstore.WithPush(false)), "notify/push-off", 0}} {
 		r, err := c.store.Acquire(ctx, c.mutex, "a", ttl, tr)
 		if err != nil || !r.Held("a") {
 			t.Fatalf("Acquire = %+v, %v", r, err)

@@ -42,10 +42,10 @@ func TestPostgresDoorbellWaitIsBounded(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	dsn := pgBells.migrated(t)
-	admin := pgBells.open(t, dsn)
-	holder := newManager(t, pgBells.newStore(t, dsn), "holder")
-	waiter := newManager(t, pgBells.newStore(t, dsn), "waiter")
+	dsn := postgres.migrated(t)
+	admin := postgres.open(t, dsn)
+	holder := newManager(t, postgres.newStore(t, dsn), "holder")
+	waiter := newManager(t, postgres.newStore(t, dsn), "waiter")
 	const mx = "doorbell/bounded"
 	// The holder learns of the waiter at its renewal (a third of the ttl)
 	// and takes its bell; from then on the waiter's doorbell blocks.
@@ -107,23 +107,23 @@ func TestPostgresDoorbellOutlastsStatementTimeout(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	dsn := pgBells.migrated(t)
-	admin := pgBells.open(t, dsn)
+	dsn := postgres.migrated(t)
+	admin := postgres.open(t, dsn)
 	if _, err := admin.ExecContext(ctx, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = 500', current_database()); END $$"); err != nil {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	first := newManager(t, pgBells.newStore(t, dsn, sqlstore.WithLogger(log)), "first")
-	holder := newManager(t, pgBells.newStore(t, dsn, sqlstore.WithLogger(log)), "holder")
-	waiter := newManager(t, pgBells.newStore(t, dsn, sqlstore.WithLogger(log)), "waiter")
+	first := newManager(t, postgres.newStore(t, dsn, sqlstore.WithLogger(log)), "first")
+	holder := newManager(t, postgres.newStore(t, dsn, sqlstore.WithLogger(log)), "holder")
+	waiter := newManager(t, postgres.newStore(t, dsn, sqlstore.WithLogger(log)), "waiter")
 	const mx = "doorbell/statement-timeout"
 	// The holder gets the lock by waiting, so that it holds its bell.
 	lf, err := first.Acquire(ctx, mx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := pgBells.open(t, dsn)
+	plain := postgres.open(t, dsn)
 	gotHolder := make(chan *lease.Lease, 1)
 	go func() { l, _ := holder.Acquire(ctx, mx); gotHolder <- l }()
 	for deadline := time.Now().Add(i5Bound); queueLen(t, plain, mx) != 1; time.Sleep(10 * time.Millisecond) {

@@ -26,7 +26,7 @@ const pgBellH, pgBellW = 7001, 7002
 func newPGGrantRig(t *testing.T, queue ...string) pgGrantRig {
 	t.Helper()
 	ctx := t.Context()
-	r := pgGrantRig{db: pgBells.open(t, pgBells.migrated(t))}
+	r := pgGrantRig{db: postgres.open(t, postgres.migrated(t))}
 	r.h, r.w = grantRigConns(t, r.db, "$1", queue)
 	if ok, err := pgdb.New().TakeBell(ctx, r.h, pgBellH); err != nil || !ok {
 		t.Fatalf("TakeBell(H) = %v, %v", ok, err)

@@ -167,13 +167,13 @@ func TestPushPathKilledMidWait(t *testing.T) {
 }
 
 // killPushSessions terminates, from the server, every session of the
-// current database that is listening (PostgreSQL) or waiting on a doorbell
-// (MySQL), and returns how many.
+// current database that is waiting on a doorbell (postgres, mysql) or
+// listening (pglisten), and returns how many.
 func killPushSessions(t *testing.T, dialect string, db *sql.DB) int {
 	t.Helper()
 	q := `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 	      WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`
-	if dialect == "pgbells" {
+	if dialect == "postgres" {
 		q = `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		     WHERE datname = current_database() AND query LIKE '%name: Wait%' AND pid <> pg_backend_pid()`
 	}
@@ -245,8 +245,8 @@ func TestClose(t *testing.T) {
 // (it opened one almost every cycle before: 41 in 50).
 func TestListenSessionOutlivesAcquire(t *testing.T) {
 	t.Parallel()
-	dsn := postgres.migrated(t)
-	admin := postgres.open(t, dsn)
+	dsn := pgListen.migrated(t)
+	admin := pgListen.open(t, dsn)
 	sessions := func() int64 {
 		t.Helper()
 		time.Sleep(1100 * time.Millisecond) // backends report their statistics once a second
@@ -257,7 +257,7 @@ func TestListenSessionOutlivesAcquire(t *testing.T) {
 		}
 		return n
 	}
-	m := newManager(t, postgres.newStore(t, dsn), "a")
+	m := newManager(t, pgListen.newStore(t, dsn), "a")
 	before := sessions()
 	const cycles = 50
 	for range cycles {

@@ -242,7 +242,7 @@ func TestWaitGrantTimesOutAndIsKilled(t *testing.T) {
 }
 
 // pushDoorbells are the dialects whose doorbell waits take the lock.
-var pushDoorbells = []dialect{mysqlDB, pgBells}
+var pushDoorbells = []dialect{mysqlDB, postgres}
 
 // forDoorbells runs f as a subtest for each of pushDoorbells.
 func forDoorbells(t *testing.T, f func(t *testing.T, d dialect)) {
