@@ -41,7 +41,10 @@ func (q *namedQueries) take() map[string]int {
 }
 
 // namedStore returns a PostgreSQL Store on dsn whose statements are
-// counted by name, closed when the test ends.
+// counted by name, closed when the test ends. Its waiters are woken by
+// LISTEN, as those of the tests' other Stores (pgListen): with doorbells a
+// queued waiter's wait takes the lock at the release, and the queue the
+// tests read after it would depend on when that wait began.
 func namedStore(t *testing.T, dsn string) (*sqlstore.Store, *namedQueries) {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(dsn)
@@ -52,7 +55,7 @@ func namedStore(t *testing.T, dsn string) (*sqlstore.Store, *namedQueries) {
 	cfg.Tracer = traced
 	db := stdlib.OpenDB(*cfg)
 	t.Cleanup(func() { db.Close() })
-	s, err := sqlstore.NewPostgres(db)
+	s, err := sqlstore.NewPostgres(db, sqlstore.WithPostgresDoorbells(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +87,7 @@ func releaseRuns(t *testing.T, s *sqlstore.Store, traced *namedQueries, mx, cont
 func TestReleaseIdleStatement(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := postgres.migrated(t)
+	dsn := pgListen.migrated(t)
 	s, traced := namedStore(t, dsn)
 
 	for range 20 {
@@ -108,9 +111,9 @@ func TestReleaseIdleStatement(t *testing.T) {
 	if err != nil || !r.Held("a") {
 		t.Fatalf("Acquire(a) = %+v, %v", r, err)
 	}
-	plain := postgres.open(t, dsn)
+	plain := pgListen.open(t, dsn)
 	enqueue(t, s, plain, mx, "w1", 1)
-	enqueue(t, postgres.newStore(t, dsn), plain, mx, "w2", 2)
+	enqueue(t, pgListen.newStore(t, dsn), plain, mx, "w2", 2)
 	if idle, full, _ := releaseRuns(t, s, traced, mx, "a", r.Token); idle != 1 || full != 1 {
 		t.Errorf("a release that found waiters queued since its grant ran ReleaseIdle %d times and Release %d times, want 1 and 1", idle, full)
 	}
@@ -138,10 +141,10 @@ func TestReleaseIdleStatement(t *testing.T) {
 func TestReleaseAfterWaitRunsRelease(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := postgres.migrated(t)
+	dsn := pgListen.migrated(t)
 	s, traced := namedStore(t, dsn)
-	other := postgres.newStore(t, dsn)
-	plain := postgres.open(t, dsn)
+	other := pgListen.newStore(t, dsn)
+	plain := pgListen.open(t, dsn)
 
 	// a (another Store) holds; w waits in s; a hands over to w, which
 	// finds nobody else queued; then a queues behind w.
