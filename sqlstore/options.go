@@ -142,7 +142,7 @@ func WithDoorbells(n int) Option {
 // than 10 s older than it would be without waiters. A bell is the
 // advisory lock of one 64-bit key (a hash of the table, the lock and the
 // contender), in the key space the application's own advisory locks
-// share: one of those on the same key would only delay a wake-up.
+// share; a bell is only a hint, the grant is decided on the row.
 //
 // With LISTEN a Store borrows one connection while anyone of it waits
 // (pgx's stdlib driver only: with another driver waiters poll), whatever
@@ -155,9 +155,10 @@ func WithDoorbells(n int) Option {
 // Every Store on a table should have the same setting (mind a rolling
 // upgrade from a version whose default was LISTEN): a LISTEN waiter is
 // not woken by a doorbell release, nor a doorbell waiter by a NOTIFY;
-// such a waiter tries the row at its owner's transition end, or, behind a
-// holder without a bell, now and then (10 ms doubling to 1 s). MySQL and
-// SQLite ignore it.
+// such a waiter still acquires within ttl + transition plus the poll's
+// jitter (at its owner's transition end, or, a doorbell waiter behind a
+// holder without a bell, by trying the row now and then: 10 ms doubling
+// to 1 s). MySQL and SQLite ignore it.
 func WithPostgresDoorbells(on bool) Option {
 	return func(c *config) error {
 		c.pgBells = on

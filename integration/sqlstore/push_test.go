@@ -113,6 +113,30 @@ func TestWithoutPushWaiterPolls(t *testing.T) {
 	})
 }
 
+// TestMixedPushKinds (WithPostgresDoorbells): Stores on one table that
+// wake their waiters differently (doorbells, the default, and LISTEN, as
+// during a rolling upgrade from a version whose default was LISTEN) do
+// not wake each other's waiters, yet every waiter acquires within the I5
+// bound: at its owner's transition end, or, a doorbell waiter behind a
+// holder without a bell, by trying the row now and then.
+func TestMixedPushKinds(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		holder, waiter dialect
+	}{{"doorbell-holder", postgres, pgListen}, {"listen-holder", pgListen, postgres}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := postgres.migrated(t)
+			a, b := c.holder.newStore(t, dsn), c.waiter.newStore(t, dsn)
+			took := handoff(t, newManager(t, a, "holder"), newManager(t, b, "waiter"), a, "push/mixed", nil)
+			t.Logf("%s: hand-off %v after the release", c.name, took)
+			if took > i5Bound {
+				t.Errorf("hand-off took %v, want within the I5 bound %v", took, i5Bound)
+			}
+		})
+	}
+}
+
 // TestSmallPoolPolls: a pool of fewer than four connections lends none to
 // push; Watch says so and nothing hangs.
 func TestSmallPoolPolls(t *testing.T) {
