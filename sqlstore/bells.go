@@ -174,6 +174,7 @@ type ringer struct {
 	// sessOf, which interrupts a wait that grants (bellSQL.session).
 	sess   int64
 	sessOf *sql.Conn
+	warmOn *sql.Conn // the connection bellSQL.warm readied
 }
 
 func newBells(db *sql.DB, stmts bellSQL, max int, h *hub, log *slog.Logger) *bells {
@@ -490,10 +491,11 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool)
 			}
 			// Keep the bell until the grant ends, is renewed, or lapses.
 			if mine {
-				if p, ok := r.on.(*prepared); ok { // before it is lent: its release must not wait for a prepare
+				if r.warmOn != conn { // before it is lent: its release must not wait for a prepare
 					ctx, cancel := context.WithTimeout(context.Background(), holdCallMax)
-					p.warm(ctx)
+					b.sql.warm(ctx, r.on, r.id)
 					cancel()
+					r.warmOn = conn
 				}
 				b.mu.Lock()
 				r.idle = conn
@@ -602,7 +604,7 @@ func (b *bells) serve(r *ringer, conn *sql.Conn) (_ *sql.Conn, dirty, park bool)
 		case rang == 0: // timed out: wait again
 			in.op = opWait
 			continue
-		case rang == 1: // pred let go: a release, or pred left
+		case rang == 1 || token > 0: // pred let go (a release, or pred left), or the lock is ours
 			fails, probes = 0, 0
 			mine = held
 		default: // nobody holds pred's bell: try the row now and then
@@ -685,10 +687,13 @@ func (b *bells) dropPush(r *ringer, conn *sql.Conn) {
 
 // probeBackoff is the pause before the n-th (from 0) try of the row by a
 // waiter whose predecessor holds no bell (a holder that took the lock
-// without waiting takes its bell only once it learns of waiters): 10 ms
-// doubling to 1 s.
+// without waiting takes its bell only once it learns of waiters): 1 ms
+// doubling to 1 s, so that the first hand-off from such a holder comes at
+// most about twice its hold after the release (each try is the ringer's
+// WaitGrant, which takes the lock when it is the waiter's, and then the
+// contender's own acquire).
 func probeBackoff(n int) time.Duration {
-	return backoff.Exp(10*time.Millisecond, time.Second, n)
+	return backoff.Exp(time.Millisecond, time.Second, n)
 }
 
 // connect borrows a connection for a ringer, or nil when none comes.

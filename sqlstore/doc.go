@@ -174,7 +174,8 @@
 //     place. A holder that did not wait takes its doorbell, on one shared
 //     connection, once it learns that others wait (its acquire or renewal
 //     sees them); until then a waiter behind it tries the row now and then
-//     (10 ms doubling to 1 s). An uncontended grant does no doorbell work.
+//     on its doorbell connection (1 ms doubling to 1 s). An uncontended
+//     grant does no doorbell work.
 //     At most [WithDoorbells] connections, and never more than half the
 //     pool.
 //   - SQLite: while anyone waits, one connection of the pool reads PRAGMA

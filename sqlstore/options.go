@@ -157,7 +157,7 @@ func WithDoorbells(n int) Option {
 // not woken by a doorbell release, nor a doorbell waiter by a NOTIFY;
 // such a waiter still acquires within ttl + transition plus the poll's
 // jitter (at its owner's transition end, or, a doorbell waiter behind a
-// holder without a bell, by trying the row now and then: 10 ms doubling
+// holder without a bell, by trying the row now and then: 1 ms doubling
 // to 1 s). MySQL and SQLite ignore it.
 func WithPostgresDoorbells(on bool) Option {
 	return func(c *config) error {

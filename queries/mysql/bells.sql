@@ -22,9 +22,11 @@ SELECT CAST(COALESCE(IF(IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT_WS(0x00, 
        CAST(COALESCE(RELEASE_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT_WS(0x00, DATABASE(), CAST(sqlc.arg(scope) AS BINARY), CAST(sqlc.arg(mutex) AS BINARY), sqlc.arg(pred)), 256), 40))), 0) AS SIGNED) AS dropped;
 
 -- name: WaitGrant :execresult
--- WaitBell, and when pred's bell rang, in the same statement, the grant
--- that AcquireHead makes: the waiter's grant needs no round trip of its
--- own after the release. The wait runs in a derived table, which the
+-- WaitBell, and when pred's bell rang or nobody held it, in the same
+-- statement, the grant that AcquireHead makes: the waiter's grant needs no
+-- round trip of its own after the release, and a waiter whose predecessor
+-- holds no bell (a holder that took the lock without waiting) tries the
+-- row on its own connection, not on one of the pool. The wait runs in a derived table, which the
 -- server materializes before it reads the row (LIMIT keeps MySQL from
 -- merging it into the WHERE clause), so the row is not locked while the
 -- statement waits, and a release that lets its bell go before it commits
@@ -52,7 +54,7 @@ SET m.token         = LAST_INSERT_ID(m.token + 1),
     m.transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(sqlc.arg(ttl_ms) AS SIGNED) + CAST(sqlc.arg(transition_ms) AS SIGNED),
     m.owner_id      = sqlc.arg(owner_id),
     m.queue         = SUBSTRING(m.queue, 30)
-WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = '' AND LEFT(m.queue, 16) = CAST(sqlc.arg(wkey) AS BINARY) AND b.rang = 1;
+WHERE m.mutex = sqlc.arg(mutex) AND m.owner_id = '' AND LEFT(m.queue, 16) = CAST(sqlc.arg(wkey) AS BINARY) AND b.rang <> 0;
 
 -- name: TakeBell :one
 -- Takes this session's bell (self) if nobody holds it: 1 when it did (or

@@ -144,7 +144,7 @@ SET m.token         = LAST_INSERT_ID(m.token + 1),
     m.transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) + CAST(? AS SIGNED) + CAST(? AS SIGNED),
     m.owner_id      = ?,
     m.queue         = SUBSTRING(m.queue, 30)
-WHERE m.mutex = ? AND m.owner_id = '' AND LEFT(m.queue, 16) = CAST(? AS BINARY) AND b.rang = 1
+WHERE m.mutex = ? AND m.owner_id = '' AND LEFT(m.queue, 16) = CAST(? AS BINARY) AND b.rang <> 0
 `
 
 type WaitGrantParams struct {
@@ -159,9 +159,11 @@ type WaitGrantParams struct {
 	Wkey         interface{}
 }
 
-// WaitBell, and when pred's bell rang, in the same statement, the grant
-// that AcquireHead makes: the waiter's grant needs no round trip of its
-// own after the release. The wait runs in a derived table, which the
+// WaitBell, and when pred's bell rang or nobody held it, in the same
+// statement, the grant that AcquireHead makes: the waiter's grant needs no
+// round trip of its own after the release, and a waiter whose predecessor
+// holds no bell (a holder that took the lock without waiting) tries the
+// row on its own connection, not on one of the pool. The wait runs in a derived table, which the
 // server materializes before it reads the row (LIMIT keeps MySQL from
 // merging it into the WHERE clause), so the row is not locked while the
 // statement waits, and a release that lets its bell go before it commits

@@ -147,7 +147,7 @@ g AS (
                    CASE WHEN x.ok THEN u.owner ELSE m.owner_id END
             FROM (SELECT m.owner_id = '' AND left(m.queue, 16) = u.wkey AS ok) AS x)
     FROM u
-    WHERE m.mutex = $9 AND NOT u.free
+    WHERE m.mutex = $9 AND (NOT u.free OR m.owner_id = '' AND left(m.queue, 16) = u.wkey)
     RETURNING m.owner_id = u.owner AND m.acquired_at = u.ms AS granted, m.token
 )
 SELECT u.mine::boolean AS mine, (CASE WHEN u.free THEN -1 ELSE 1 END)::bigint AS rang,
@@ -175,7 +175,11 @@ type WaitGrantRow struct {
 
 // WaitBell, and when pred's bell rang (rang 1), in the same statement, the
 // grant that AcquireHead makes: the waiter's grant needs no round trip of
-// its own after the release. The release lets its bell go before it
+// its own after the release. When nobody held pred's bell (rang -1: a
+// holder that took the lock without waiting, or a waiter still on its way
+// to its bell) it grants too, if the row as it is now is wkey's to take:
+// the waiter then tries the row on its own connection, and needs no
+// connection of the pool for it. The release lets its bell go before it
 // commits; the UPDATE then waits for the row until that commit. Its
 // snapshot was taken at the statement's start, before the wait, when the
 // row was held (and wkey perhaps not yet first), so the row is matched by
@@ -184,8 +188,9 @@ type WaitGrantRow struct {
 // as the release committed it (EvalPlanQual). The grant is AcquireHead's
 // (owner_id when the mutex is free: a new token, the head entry leaves the
 // queue), with expiries from the clock after the wait; a row that is not
-// free or not wkey's to take is written back unchanged. token is the grant's, 0 when there was
-// none. Under REPEATABLE READ or SERIALIZABLE the UPDATE fails with
+// free or not wkey's to take is written back unchanged (after a ring; with
+// a free bell such a row is not written). token is the grant's, 0 when
+// there was none. Under REPEATABLE READ or SERIALIZABLE the UPDATE fails with
 // serialization_failure (40001) instead, after the wait: the caller then
 // takes it as a ring without a grant.
 func (q *Queries) WaitGrant(ctx context.Context, db DBTX, arg WaitGrantParams) (WaitGrantRow, error) {
