@@ -26,11 +26,12 @@ SELECT CAST(COALESCE(IF(IS_USED_LOCK(CONCAT('simba:', LEFT(SHA2(CONCAT_WS(0x00, 
 -- statement, the grant that AcquireHead makes: the waiter's grant needs no
 -- round trip of its own after the release, and a waiter whose predecessor
 -- holds no bell (a holder that took the lock without waiting) tries the
--- row on its own connection, not on one of the pool. The wait runs in a derived table, which the
--- server materializes before it reads the row (LIMIT keeps MySQL from
--- merging it into the WHERE clause), so the row is not locked while the
--- statement waits, and a release that lets its bell go before it commits
--- is never blocked by it; the grant then waits for that commit. It grants
+-- row on its own connection, not on one of the pool. The wait runs in a
+-- derived table, which the server materializes before it reads the row
+-- (LIMIT keeps MySQL from merging it into the WHERE clause), so the row is
+-- not locked while the statement waits, and a release that lets its bell
+-- go before it commits is never blocked by it; the grant then waits for
+-- that commit. It grants
 -- owner_id when the mutex is free and wkey heads its queue, as
 -- AcquireHead does (a new token; the head entry leaves the queue), with
 -- expiries from the statement's start (UNIX_TIMESTAMP() and NOW(6) are

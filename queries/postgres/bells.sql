@@ -73,9 +73,9 @@ SELECT pg_advisory_unlock_all();
 -- queue), with expiries from the clock after the wait; a row that is not
 -- free or not wkey's to take is written back unchanged (after a ring; with
 -- a free bell such a row is not written). token is the grant's, 0 when
--- there was none. Under REPEATABLE READ or SERIALIZABLE the UPDATE fails with
--- serialization_failure (40001) instead, after the wait: the caller then
--- takes it as a ring without a grant.
+-- there was none. Under REPEATABLE READ or SERIALIZABLE the UPDATE fails
+-- with serialization_failure (40001) instead, after the wait: the caller
+-- then takes it as a ring without a grant.
 WITH s AS MATERIALIZED (
     SELECT CASE WHEN sqlc.arg(have)::boolean THEN true ELSE pg_try_advisory_lock(sqlc.arg(self)::bigint) END AS mine
 ),

@@ -190,9 +190,9 @@ type WaitGrantRow struct {
 // queue), with expiries from the clock after the wait; a row that is not
 // free or not wkey's to take is written back unchanged (after a ring; with
 // a free bell such a row is not written). token is the grant's, 0 when
-// there was none. Under REPEATABLE READ or SERIALIZABLE the UPDATE fails with
-// serialization_failure (40001) instead, after the wait: the caller then
-// takes it as a ring without a grant.
+// there was none. Under REPEATABLE READ or SERIALIZABLE the UPDATE fails
+// with serialization_failure (40001) instead, after the wait: the caller
+// then takes it as a ring without a grant.
 func (q *Queries) WaitGrant(ctx context.Context, db DBTX, arg WaitGrantParams) (WaitGrantRow, error) {
 	row := db.QueryRowContext(ctx, WaitGrant,
 		arg.Have,
