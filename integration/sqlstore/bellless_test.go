@@ -6,6 +6,7 @@ import (
 
 	mydb "github.com/simba-go/simba/internal/db/mysql"
 	pgdb "github.com/simba-go/simba/internal/db/postgres"
+	"github.com/simba-go/simba/schema"
 )
 
 // TestWaitGrantWithoutABell: when nobody holds the bell of whom a waiter
@@ -32,7 +33,7 @@ func TestWaitGrantWithoutABell(t *testing.T) {
 			t.Run(d.name+"/"+c.name, func(t *testing.T) {
 				db := d.open(t, d.migrated(t))
 				ph := "?"
-				if d.name == "postgres" {
+				if d.schema == schema.Postgres {
 					ph = "$1"
 				}
 				_, w := grantRigConns(t, db, ph, c.queue) // H holds no bell
@@ -43,7 +44,7 @@ func TestWaitGrantWithoutABell(t *testing.T) {
 				}
 				before, v0 := wgRowOf(t, db), wgVersion(t, db)
 				var rang, token int64
-				if d.name == "postgres" {
+				if d.schema == schema.Postgres {
 					got, err := pgdb.New().WaitGrant(t.Context(), w, pgdb.WaitGrantParams{Self: pgBellW, Pred: pgBellH,
 						TimeoutMs: 30000, TtlMs: 5000, TransitionMs: 3000, OwnerID: "W", Mutex: "wg", Wkey: keyW})
 					if err != nil {
