@@ -23,8 +23,8 @@ import (
 const redisTTL = 8 * time.Second
 
 // redisTargets returns simba, redsync and bsm/redislock on s.Redis, each
-// client with a go-redis client (and connections) of its own; none when s
-// has no Redis.
+// client with a go-redis client (and connections) of its own, and the
+// Redis floor (see floor.go); none when s has no Redis.
 func redisTargets(s Servers) []Target {
 	if s.Redis == "" {
 		return nil
@@ -56,7 +56,7 @@ func redisTargets(s Servers) []Target {
 			rdb := rl.client(s.Redis)
 			return &redislockClient{rdb: rdb, c: redislock.New(rdb), prefix: prefix + "redislock:"}, nil
 		},
-	}}
+	}, redisFloorTarget(s.Redis, prefix, ops)}
 }
 
 // trips counts the requests of one target's go-redis clients.

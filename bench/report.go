@@ -45,7 +45,15 @@ func renderReport(facts []fact, targets []Target, tables []Table, wall time.Dura
 		"Times are medians (p50) and 99th percentiles (p99) of the measured calls. " +
 		"The column *simba vs best peer* gives, on simba's rows, its factor against the best peer library on the same backend " +
 		"for the headline columns: *3.0× better* means a third of the best peer's time or server load, or three times its rate or fairness. " +
-		"A dash (—) means not measured; the last column says why (an error, a time limit, or a scenario that does not apply).\n\n")
+		"A dash (—) means not measured; the last column says why (an error, a time limit, or a scenario that does not apply). " +
+		"The *floor* rows are not libraries: each is the least a lock of its kind can cost on its backend, " +
+		"two round trips a cycle of one plain command or autocommit statement each " +
+		"(Redis: SET NX PX and DEL, without a token or an owner check; PostgreSQL and MariaDB: a lease in a row, " +
+		"one single-row upsert that takes it and bumps its token and one single-row update that frees it, " +
+		"the two committed writes every lease that outlives its connection needs). " +
+		"They run only in (a), (b) and (b′) and are never counted as a peer. In (a) and (b) they bound what any library can reach; " +
+		"in (b′) a library that sends the calls of many goroutines in one round trip, as simba's Redis store does, can pass them. " +
+		"Beside a factor, *(86%% of the floor)* is simba's rate as a share of the floor's, *(floor 54 µs)* the floor's time.\n\n")
 	writeSummary(&b, tables)
 	p("![Hand-off gap and waiter load per target](benchmarks-handoff.svg)\n\n")
 	for _, t := range tables {
@@ -105,7 +113,8 @@ func writeSummary(b *strings.Builder, tables []Table) {
 		}
 		fmt.Fprintf(b, "| %s | %s |\n", be, strings.Join(cells, " | "))
 	}
-	fmt.Fprintf(b, "\nEach cell is simba's factor for one column of the tables below (— where either side was not measured).")
+	fmt.Fprintf(b, "\nEach cell is simba's factor for one column of the tables below (— where either side was not measured), "+
+		"and, where its backend has one, where simba stands against the floor (see How to read the tables).")
 	if len(alone) > 0 {
 		fmt.Fprintf(b, " No peer library runs on %s.", strings.Join(alone, ", "))
 	}
@@ -168,10 +177,14 @@ func ratios(cols []Column, r Row, rows []Row) string {
 		if !c.Ratio || math.IsNaN(r.Values[i]) {
 			continue
 		}
-		best := math.NaN()
+		best, floor := math.NaN(), math.NaN()
 		for _, q := range rows {
 			v := q.Values[i]
 			if q.Target.Backend != r.Target.Backend || q.Target.Lib == "simba" || math.IsNaN(v) {
+				continue
+			}
+			if q.Target.Floor {
+				floor = v
 				continue
 			}
 			peers = true
@@ -190,7 +203,7 @@ func ratios(cols []Column, r Row, rows []Row) string {
 		if c.Better < 0 {
 			f = best / r.Values[i]
 		}
-		out = append(out, fmt.Sprintf("%s %s", c.Name, factor(f)))
+		out = append(out, fmt.Sprintf("%s %s%s", c.Name, factor(f), ofFloor(c, r.Values[i], floor)))
 	}
 	if len(out) == 0 && !peers {
 		return "no peer measured"
@@ -308,10 +321,28 @@ func sortRows(rs []Row) []Row {
 	return rs
 }
 
-// peerRank is 0 for simba and 1 for a peer: simba's row comes first.
+// peerRank is 0 for simba, 1 for a peer and 2 for a floor: simba's row
+// comes first, the floor's last.
 func peerRank(lib string) int {
-	if lib == "simba" {
+	switch lib {
+	case "simba":
 		return 0
+	case floorLib:
+		return 2
 	}
 	return 1
+}
+
+// ofFloor says where simba's value v stands against floor, the value of
+// its backend's floor in column c (see floor.go): for a rate, the share
+// of the floor's rate simba reaches; for a time, the floor's time. Empty
+// when the backend has no floor measured.
+func ofFloor(c Column, v, floor float64) string {
+	switch {
+	case math.IsNaN(floor) || floor == 0:
+		return ""
+	case c.Better > 0:
+		return fmt.Sprintf(" (%.0f%% of the floor)", 100*v/floor)
+	}
+	return fmt.Sprintf(" (floor %s)", format(c.Kind, floor))
 }

@@ -92,6 +92,10 @@ type Row struct {
 	Note   string
 }
 
+// floorScenarios are the IDs of the scenarios the floors run in (see
+// floor.go): those that time whole uncontended cycles.
+var floorScenarios = map[string]bool{"a": true, "b": true, "bs": true}
+
 // Run measures every selected target in every selected scenario, one at a
 // time, and returns one Table per scenario. A scenario that fails or runs
 // over its time limit gives its row an Err and never stops the run.
@@ -111,6 +115,10 @@ func Run(ctx context.Context, s Servers, targets []Target, o Options) []Table {
 	for _, sc := range scenarios() {
 		if o.Scenarios != "" && !strings.Contains(o.Scenarios, sc.letter) {
 			continue
+		}
+		targets := targets
+		if !floorScenarios[sc.id] {
+			targets = slices.DeleteFunc(slices.Clone(targets), func(t Target) bool { return t.Floor })
 		}
 		tab := Table{ID: sc.id, Title: sc.title, Method: sc.method, Cols: sc.cols, Rows: make([]Row, len(targets))}
 		runs := make([][]Row, len(targets))

@@ -60,14 +60,15 @@ const (
 )
 
 // sqlTargets returns the targets on the SQL servers set in s: simba on each,
-// pglock and advisory locks on PostgreSQL, go-mysql-lock on MariaDB.
+// pglock and advisory locks on PostgreSQL, go-mysql-lock on MariaDB, and
+// the floors of both (see floor.go).
 func sqlTargets(s Servers) []Target {
 	var ts []Target
 	if s.Postgres != "" {
-		ts = append(ts, simbaPostgres(s), pglockTarget(s), advisoryTarget(s))
+		ts = append(ts, simbaPostgres(s), pglockTarget(s), advisoryTarget(s), pgFloorTarget(s))
 	}
 	if s.MySQL != "" {
-		ts = append(ts, simbaMySQL(s), mysqlLockTarget(s))
+		ts = append(ts, simbaMySQL(s), mysqlLockTarget(s), myFloorTarget(s))
 	}
 	if s.SQLite != "" {
 		ts = append(ts, simbaSQLite(s))

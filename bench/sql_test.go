@@ -172,8 +172,8 @@ func TestSQLTargets(t *testing.T) {
 	}{
 		{Servers{}, ""},
 		{Servers{Redis: "x", ZooKeeper: "x"}, ""},
-		{Servers{Postgres: "x"}, "simba/PostgreSQL pglock/PostgreSQL advisory lock/PostgreSQL"},
-		{Servers{MySQL: "x"}, "simba/MariaDB go-mysql-lock/MariaDB"},
+		{Servers{Postgres: "x"}, "simba/PostgreSQL pglock/PostgreSQL advisory lock/PostgreSQL floor/PostgreSQL"},
+		{Servers{MySQL: "x"}, "simba/MariaDB go-mysql-lock/MariaDB floor/MariaDB"},
 		{Servers{SQLite: "x"}, "simba/SQLite"},
 	} {
 		if g := got(c.s); g != c.want {
@@ -211,6 +211,14 @@ func TestSQLPglock(t *testing.T) {
 
 func TestSQLAdvisory(t *testing.T) {
 	checkTarget(t, sqlTarget(t, postgresServers(t), "advisory lock/PostgreSQL"), 5*time.Second)
+}
+
+func TestSQLFloorPostgres(t *testing.T) {
+	checkTarget(t, sqlTarget(t, postgresServers(t), "floor/PostgreSQL"), floorLease+5*time.Second)
+}
+
+func TestSQLFloorMySQL(t *testing.T) {
+	checkTarget(t, sqlTarget(t, mysqlServers(t), "floor/MariaDB"), floorLease+5*time.Second)
 }
 
 func TestSQLPostgresOps(t *testing.T) {

@@ -29,6 +29,11 @@ type Target struct {
 	Backend  string // "Redis", "PostgreSQL", "MariaDB", "SQLite", "ZooKeeper", "etcd"
 	Settings string // ttl, retry interval, session timeout: what a reader needs to judge the numbers
 
+	// Floor marks a reference that is not a library: the least a lock of
+	// its kind can cost on the backend (see floor.go). It runs only in the
+	// scenarios of floorScenarios and is never one of simba's peers.
+	Floor bool
+
 	// Open returns a client with connections of its own, as a separate
 	// process would have. Every contender of a scenario opens its own.
 	Open func(ctx context.Context) (Client, error)
