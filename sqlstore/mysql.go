@@ -217,7 +217,7 @@ func (e myEngine) release(ctx context.Context, a releaseArgs) (bool, error) {
 		// someone queued since (or it is not the current grant), which
 		// Release then sorts out. Only on MariaDB: on MySQL a grant does
 		// not read the queue back, so a crowded grant looks idle.
-		n, err := e.q.ReleaseIdle(ctx, e.db, mydb.ReleaseIdleParams{Mutex: []byte(a.mutex), OwnerID: []byte(a.owner), Token: a.token})
+		n, err := e.q.ReleaseIdle(ctx, e.db, mydb.ReleaseIdleParams{Mutex: []byte(a.mutex), OwnerID: []byte(a.owner), Token: a.token, Wkey: a.key})
 		if err == nil && n > 0 {
 			e.free.add(a.mutex, a.owner)
 		}

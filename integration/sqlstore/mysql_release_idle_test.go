@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,11 +71,15 @@ func (g generalLog) take(t *testing.T) map[string]int {
 // grant made while nobody was queued runs ReleaseIdle, a plain single-row
 // update, instead of the Release statement (its queue arithmetic costs the
 // server about as much CPU again), as on PostgreSQL: an uncontended cycle
-// is two statements, Acquire and ReleaseIdle. A grant made while others
-// were queued is released by Release alone (one statement per hand-off),
-// and one made alone that finds a waiter queued since (or the expired
-// entry a new row starts with) falls back to Release, which hands over.
-// Before, every release ran Release.
+// is two statements, Acquire and ReleaseIdle, the first cycle of a name
+// included: a new row starts with its acquirer's own entry (see
+// queries/mysql/mutex.sql), which ReleaseIdle takes away (before, the
+// first release of every name ran ReleaseIdle and then Release: three
+// statements a cycle over many names). A grant made while others were
+// queued is released by Release alone (one statement per hand-off), and
+// one made alone that finds a waiter queued since, even a waiter alone in
+// the queue, falls back to Release, which hands over. Before, every
+// release ran Release.
 func TestMySQLReleaseIdleStatement(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -82,27 +87,75 @@ func TestMySQLReleaseIdleStatement(t *testing.T) {
 	// Its releases reserve the lock for 30 s, not the default 1 s: the
 	// last check must fall inside the window on a loaded machine.
 	s := mysqlDB.newStore(t, dsn, sqlstore.WithHandoff(30*time.Second))
+	plain := mysqlDB.open(t, dsn)
+	acquire := func(name, who string) uint64 {
+		t.Helper()
+		r, err := s.Acquire(ctx, name, who, ttl, tr)
+		if err != nil || !r.Held(who) {
+			t.Fatalf("Acquire(%s, %s) = %+v, %v", name, who, r, err)
+		}
+		return r.Token
+	}
+	// release releases who's grant with token and returns the statements
+	// it ran.
+	release := func(name, who string, token uint64) map[string]int {
+		t.Helper()
+		log.take(t)
+		if err := s.Release(ctx, name, who, token); err != nil {
+			t.Fatal(err)
+		}
+		return log.take(t)
+	}
+	// reserved checks that name is held back for the first of the n
+	// entries of its queue: a is told so.
+	reserved := func(name string, n int) {
+		t.Helper()
+		if got := queueLen(t, plain, name); got != n {
+			t.Errorf("queue of %s holds %d entries after the release, want %d", name, got, n)
+		}
+		if r, err := s.Acquire(ctx, name, "a", ttl, tr); err != nil || r.OwnerID != "" || r.Transition <= 0 {
+			t.Errorf("Acquire(%s, a) during the hand-off window = %+v, %v; want an empty owner with a positive transition", name, r, err)
+		}
+	}
 
 	// The first grant creates the row, which starts with the acquirer's
-	// own entry, expired (see queries/mysql/mutex.sql): its release finds
-	// the queue not empty and runs Release, which drops the entry.
-	for i := range 21 {
-		if i == 1 {
-			log.take(t)
-		}
-		r, err := s.Acquire(ctx, "idle/solo", "a", ttl, tr)
-		if err != nil || !r.Held("a") {
-			t.Fatalf("Acquire = %+v, %v", r, err)
-		}
-		if err := s.Release(ctx, "idle/solo", "a", r.Token); err != nil {
-			t.Fatal(err)
+	// own entry (see queries/mysql/mutex.sql): its release drops it.
+	log.take(t)
+	for i := range 20 {
+		s.Release(ctx, "idle/solo", "a", acquire("idle/solo", "a"))
+		if i == 0 {
+			if n := queueLen(t, plain, "idle/solo"); n != 0 {
+				t.Errorf("the queue of a new row holds %d entries after its first release, want 0", n)
+			}
 		}
 	}
 	// (Acquire or, after an idle release, AcquireFree: see TestMySQLAcquireFree.)
 	if got := log.take(t); got["ReleaseIdle"] != 20 || got["Release"] != 0 || got["Acquire"]+got["AcquireFree"] != 20 {
-		t.Errorf("20 uncontended cycles ran Acquire %d times, AcquireFree %d times, ReleaseIdle %d times and Release %d times, want 20 acquires, 20 and 0 (all: %v)",
+		t.Errorf("20 uncontended cycles, a new row's first included, ran Acquire %d times, AcquireFree %d times, ReleaseIdle %d times and Release %d times, want 20 acquires, 20 and 0 (all: %v)",
 			got["Acquire"], got["AcquireFree"], got["ReleaseIdle"], got["Release"], got)
 	}
+	// Fifty new names: a statement to take each and one to free it.
+	for i := range 50 {
+		name := fmt.Sprintf("idle/new/%d", i)
+		s.Release(ctx, name, "a", acquire(name, "a"))
+	}
+	if got := log.take(t); got["Acquire"] != 50 || got["ReleaseIdle"] != 50 || got["Release"] != 0 {
+		t.Errorf("50 cycles on new names ran Acquire %d, ReleaseIdle %d and Release %d times, want 50, 50 and 0 (all: %v)",
+			got["Acquire"], got["ReleaseIdle"], got["Release"], got)
+	}
+
+	// One waiter alone in the queue (an entry of the length of the
+	// holder's own, but not its key): ReleaseIdle leaves it to Release,
+	// which reserves the lock for that waiter.
+	const one = "idle/one"
+	s.Release(ctx, one, "a", acquire(one, "a")) // a new row: the next grant finds the queue empty
+	tok := acquire(one, "a")
+	enqueueGone(t, mysqlDB, dsn, plain, one, "w1", 1)
+	if got := release(one, "a", tok); got["ReleaseIdle"] != 1 || got["Release"] != 1 {
+		t.Errorf("a release that found one waiter queued ran ReleaseIdle %d times and Release %d times, want 1 and 1",
+			got["ReleaseIdle"], got["Release"])
+	}
+	reserved(one, 1)
 
 	// A stale release: ReleaseIdle finds no grant, Release confirms.
 	if err := s.Release(ctx, "idle/solo", "a", 1); err == nil {
@@ -113,39 +166,18 @@ func TestMySQLReleaseIdleStatement(t *testing.T) {
 	// a holds; w1 and w2 queue behind it. a's grant saw nobody queued:
 	// ReleaseIdle finds the queue, Release hands over to w1.
 	const mx = "idle/crowded"
-	r, err := s.Acquire(ctx, mx, "a", ttl, tr)
-	if err != nil || !r.Held("a") {
-		t.Fatalf("Acquire(a) = %+v, %v", r, err)
-	}
-	plain := mysqlDB.open(t, dsn)
-	enqueue(t, mysqlDB.newStore(t, dsn), plain, mx, "w1", 1)
-	enqueue(t, mysqlDB.newStore(t, dsn), plain, mx, "w2", 2)
-	log.take(t)
-	if err := s.Release(ctx, mx, "a", r.Token); err != nil {
-		t.Fatal(err)
-	}
-	if got := log.take(t); got["ReleaseIdle"] != 1 || got["Release"] != 1 {
+	tok = acquire(mx, "a")
+	enqueueGone(t, mysqlDB, dsn, plain, mx, "w1", 1)
+	enqueueGone(t, mysqlDB, dsn, plain, mx, "w2", 2)
+	if got := release(mx, "a", tok); got["ReleaseIdle"] != 1 || got["Release"] != 1 {
 		t.Errorf("a release that found waiters queued since its grant ran ReleaseIdle %d times and Release %d times, want 1 and 1",
 			got["ReleaseIdle"], got["Release"])
 	}
-	// w1's grant saw w2 queued: its release is Release alone.
-	r, err = s.Acquire(ctx, mx, "w1", ttl, tr)
-	if err != nil || !r.Held("w1") {
-		t.Fatalf("Acquire(w1) after the hand-off = %+v, %v", r, err)
-	}
-	log.take(t)
-	if err := s.Release(ctx, mx, "w1", r.Token); err != nil {
-		t.Fatal(err)
-	}
-	if got := log.take(t); got["ReleaseIdle"] != 0 || got["Release"] != 1 {
+	// w1's grant saw w2 queued: its release is Release alone, and the
+	// lock is reserved for w2.
+	if got := release(mx, "w1", acquire(mx, "w1")); got["ReleaseIdle"] != 0 || got["Release"] != 1 {
 		t.Errorf("the release of a grant made with others queued ran ReleaseIdle %d times and Release %d times, want 0 and 1",
 			got["ReleaseIdle"], got["Release"])
 	}
-	if n := queueLen(t, plain, mx); n != 1 {
-		t.Errorf("queue of %s holds %d entries after w1's release, want 1 (w2)", mx, n)
-	}
-	// The lock is reserved for w2: w1 and a are told so.
-	if r, err := s.Acquire(ctx, mx, "a", ttl, tr); err != nil || r.OwnerID != "" || r.Transition <= 0 {
-		t.Errorf("Acquire(a) during w2's hand-off window = %+v, %v; want an empty owner with a positive transition", r, err)
-	}
+	reserved(mx, 1)
 }

@@ -47,6 +47,23 @@ func enqueue(t *testing.T, store *sqlstore.Store, db *sql.DB, name, contender st
 	enqueueFor(t, store, db, name, contender, n, 10*time.Second, 6*time.Second)
 }
 
+// enqueueGone is enqueue through a Store of its own that is closed once
+// contender is queued: the entry stays in the queue until it expires, and
+// nothing of contender's takes a reservation made for it (a watching
+// Store's doorbell would, at a time of its own), so a test can look at the
+// reservation itself.
+func enqueueGone(t *testing.T, d dialect, dsn string, db *sql.DB, name, contender string, n int) {
+	t.Helper()
+	s := d.newStore(t, dsn)
+	enqueue(t, s, db, name, contender, n)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := queueLen(t, db, name); got != n {
+		t.Fatalf("closing %s's Store left %d entries in the queue of %q, want %d", contender, got, name, n)
+	}
+}
+
 // enqueueFor is enqueue with the waiter's ttl and transition.
 func enqueueFor(t *testing.T, store *sqlstore.Store, db *sql.DB, name, contender string, n int, ttl, transition time.Duration) {
 	t.Helper()

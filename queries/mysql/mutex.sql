@@ -164,19 +164,24 @@ WHERE mutex = sqlc.arg(mutex)
 
 -- name: ReleaseIdle :execrows
 -- Release for a grant made while nobody was queued: ends the live grant of
--- owner_id with token when the queue is empty, as Release would (the
--- mutex is free at once, the token column kept), in a plain single-row
--- UPDATE without Release's queue arithmetic. 0 rows when the grant is not
--- the current one or someone queued since: the caller then runs Release,
--- which tells the two apart and hands over. version always changes, so the
--- count is the same with or without clientFoundRows.
+-- owner_id with token when nobody else is queued, as Release would (the
+-- mutex is free at once, the token column kept, wkey's entry gone), in a
+-- plain single-row UPDATE without Release's queue arithmetic. Nobody else
+-- is queued when the queue is empty or holds wkey's own entry alone: a new
+-- row starts with its acquirer's (see Acquire), so the first release of
+-- every name finds one. 0 rows when the grant is not the current one or
+-- someone queued since: the caller then runs Release, which tells the two
+-- apart and hands over. version always changes, so the count is the same
+-- with or without clientFoundRows.
 UPDATE simba_mutex SET
     version       = version + 1,
     ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
     transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
-    owner_id      = ''
+    owner_id      = '',
+    queue         = ''
 WHERE mutex = sqlc.arg(mutex) AND owner_id = sqlc.arg(owner_id) AND token = sqlc.arg(token)
-  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AND queue = '';
+  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+  AND (queue = '' OR LENGTH(queue) = 29 AND LEFT(queue, 16) = CAST(sqlc.arg(wkey) AS BINARY));
 
 -- name: ReleaseBells :execresult
 -- Release, run on the connection that holds owner_id's doorbell (its

@@ -610,26 +610,37 @@ UPDATE simba_mutex SET
     version       = version + 1,
     ttl_at        = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
     transition_at = (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000),
-    owner_id      = ''
+    owner_id      = '',
+    queue         = ''
 WHERE mutex = ? AND owner_id = ? AND token = ?
-  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000) AND queue = ''
+  AND transition_at > (UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)
+  AND (queue = '' OR LENGTH(queue) = 29 AND LEFT(queue, 16) = CAST(? AS BINARY))
 `
 
 type ReleaseIdleParams struct {
 	Mutex   []byte
 	OwnerID []byte
 	Token   int64
+	Wkey    interface{}
 }
 
 // Release for a grant made while nobody was queued: ends the live grant of
-// owner_id with token when the queue is empty, as Release would (the
-// mutex is free at once, the token column kept), in a plain single-row
-// UPDATE without Release's queue arithmetic. 0 rows when the grant is not
-// the current one or someone queued since: the caller then runs Release,
-// which tells the two apart and hands over. version always changes, so the
-// count is the same with or without clientFoundRows.
+// owner_id with token when nobody else is queued, as Release would (the
+// mutex is free at once, the token column kept, wkey's entry gone), in a
+// plain single-row UPDATE without Release's queue arithmetic. Nobody else
+// is queued when the queue is empty or holds wkey's own entry alone: a new
+// row starts with its acquirer's (see Acquire), so the first release of
+// every name finds one. 0 rows when the grant is not the current one or
+// someone queued since: the caller then runs Release, which tells the two
+// apart and hands over. version always changes, so the count is the same
+// with or without clientFoundRows.
 func (q *Queries) ReleaseIdle(ctx context.Context, db DBTX, arg ReleaseIdleParams) (int64, error) {
-	result, err := db.ExecContext(ctx, ReleaseIdle, arg.Mutex, arg.OwnerID, arg.Token)
+	result, err := db.ExecContext(ctx, ReleaseIdle,
+		arg.Mutex,
+		arg.OwnerID,
+		arg.Token,
+		arg.Wkey,
+	)
 	if err != nil {
 		return 0, err
 	}
