@@ -28,10 +28,11 @@ import (
 //     with fencing tokens (a script) can be faster.
 //   - PostgreSQL and MariaDB: a lease recorded in a row, as every
 //     lease that outlives its connection needs (pglock, simba): one
-//     single-row upsert that takes a free or expired row and bumps its
+//     single-row write that takes a free or expired row and bumps its
 //     token, one single-row update that frees it. Two committed writes a
 //     cycle; an advisory lock or GET_LOCK writes nothing, and dies with
-//     its connection.
+//     its connection. The take is a plain UPDATE where the client freed
+//     the row itself last (it knows the row is there), else an upsert.
 const floorLib = "floor"
 
 // floorRetry is how long a floor's Lock waits before it tries a taken key
@@ -109,6 +110,10 @@ const (
 		ON CONFLICT (k) DO UPDATE SET owner = excluded.owner, token = f.token + 1, until_ms = excluded.until_ms
 		WHERE f.owner = '' OR f.until_ms < (extract(epoch FROM clock_timestamp()) * 1000)::bigint
 		RETURNING token`
+	pgFloorRetake = `UPDATE bench_floor SET owner = $2, token = token + 1,
+		until_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint + $3
+		WHERE k = $1 AND (owner = '' OR until_ms < (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+		RETURNING token`
 	pgFloorUnlock = `UPDATE bench_floor SET owner = '' WHERE k = $1 AND owner = $2 AND token = $3`
 
 	// MariaDB evaluates the assignments of ON DUPLICATE KEY UPDATE left
@@ -126,6 +131,10 @@ const (
 		token = IF(@w := (owner = '' OR until_ms < CAST(UNIX_TIMESTAMP(UTC_TIMESTAMP(3)) * 1000 AS SIGNED)), token + 1, token),
 		until_ms = IF(@w, VALUES(until_ms), until_ms),
 		owner = IF(@w, VALUES(owner), owner)`
+	// The WHERE clause of an UPDATE sees the row before its assignments.
+	myFloorRetake = `UPDATE bench_floor SET owner = ?, token = token + 1,
+		until_ms = CAST(UNIX_TIMESTAMP(UTC_TIMESTAMP(3)) * 1000 AS SIGNED) + ?
+		WHERE k = ? AND (owner = '' OR until_ms < CAST(UNIX_TIMESTAMP(UTC_TIMESTAMP(3)) * 1000 AS SIGNED))`
 	myFloorUnlock = `UPDATE bench_floor SET owner = '' WHERE k = ? AND owner = ?`
 )
 
@@ -134,8 +143,12 @@ const (
 type sqlFloor struct {
 	driver, dsn, prefix string
 	table               string // the CREATE TABLE statement
-	returning           bool   // the lock statement returns the token (else affected rows tell)
+	returning           bool   // the take statements return the token (else affected rows tell)
 	lock, unlock        string
+	// retake is the plain UPDATE that takes a row the client freed last;
+	// retakeArgs orders its arguments (the name, the owner, the lease ms).
+	retake     string
+	retakeArgs func(name, owner string, lease int64) []any
 
 	mu      sync.Mutex
 	created bool
@@ -144,19 +157,23 @@ type sqlFloor struct {
 // pgFloorTarget is the PostgreSQL floor, on pgx as simba's target.
 func pgFloorTarget(s Servers) Target {
 	f := &sqlFloor{driver: "pgx", dsn: s.Postgres, prefix: s.KeyPrefix, table: pgFloorTable, returning: true,
-		lock: pgFloorLock, unlock: pgFloorUnlock}
+		lock: pgFloorLock, unlock: pgFloorUnlock, retake: pgFloorRetake,
+		retakeArgs: func(name, owner string, lease int64) []any { return []any{name, owner, lease} }}
 	return Target{Lib: floorLib, Backend: "PostgreSQL", Floor: true, Open: f.open, Ops: pgOps(s.Postgres), Settle: pgStatsSettle,
 		Takeover: floorLease,
-		Settings: "a lease in a row: INSERT … ON CONFLICT DO UPDATE … WHERE free or expired RETURNING token, then UPDATE … SET owner = ''; " +
+		Settings: "a lease in a row: INSERT … ON CONFLICT DO UPDATE … WHERE free or expired RETURNING token " +
+			"(a plain UPDATE … RETURNING token where the client freed the row last), then UPDATE … SET owner = ''; " +
 			"autocommit, one round trip each (pgx prepares once per connection), pool of 16 as simba's" + floorNote}
 }
 
 // myFloorTarget is the MariaDB floor, with simba's DSN settings.
 func myFloorTarget(s Servers) Target {
 	f := &sqlFloor{driver: "mysql", dsn: withInterpolateParams(s.MySQL), prefix: s.KeyPrefix, table: myFloorTable,
-		lock: myFloorLock, unlock: myFloorUnlock}
+		lock: myFloorLock, unlock: myFloorUnlock, retake: myFloorRetake,
+		retakeArgs: func(name, owner string, lease int64) []any { return []any{owner, lease, name} }}
 	return Target{Lib: floorLib, Backend: "MariaDB", Floor: true, Open: f.open, Ops: mysqlOps(s.MySQL), Takeover: floorLease,
-		Settings: "a lease in a row: INSERT … ON DUPLICATE KEY UPDATE (taken when free or expired, token bumped; affected rows tell), " +
+		Settings: "a lease in a row: INSERT … ON DUPLICATE KEY UPDATE (taken when free or expired, token bumped; affected rows tell; " +
+			"a plain UPDATE where the client freed the row last), " +
 			"then UPDATE … SET owner = ''; autocommit, one round trip each, interpolateParams=true and a pool of 16 as simba's" + floorNote}
 }
 
@@ -170,7 +187,7 @@ func (f *sqlFloor) open(ctx context.Context) (Client, error) {
 	if err := f.create(ctx, db); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	return &sqlFloorClient{f: f, db: db, id: contenderID()}, nil
+	return &sqlFloorClient{f: f, db: db, id: contenderID(), freed: map[string]bool{}}, nil
 }
 
 // create makes the table once per target (a failure is retried by the
@@ -192,7 +209,14 @@ type sqlFloorClient struct {
 	f  *sqlFloor
 	db *sql.DB
 	id string
+
+	mu    sync.Mutex
+	freed map[string]bool // rows this client freed last, for retake
 }
+
+// maxFreed bounds sqlFloorClient.freed, as simba's MariaDB Store bounds
+// the same hint.
+const maxFreed = 4096
 
 // Lock implements Client.
 func (c *sqlFloorClient) Lock(ctx context.Context, key string) (Lock, error) {
@@ -211,19 +235,35 @@ func (c *sqlFloorClient) Lock(ctx context.Context, key string) (Lock, error) {
 	}
 }
 
-// try runs the lock statement once: the token and true when it took the
-// row.
+// try takes the row once, with a plain update when this client freed it
+// last (then with the upsert when that finds it taken, or gone), else
+// with the upsert: the token and true when it took the row.
 func (c *sqlFloorClient) try(ctx context.Context, name string) (int64, bool, error) {
 	lease := floorLease.Milliseconds()
+	c.mu.Lock()
+	mine := c.freed[name]
+	delete(c.freed, name)
+	c.mu.Unlock()
+	if mine {
+		token, ok, err := c.run(ctx, c.f.retake, c.f.retakeArgs(name, c.id, lease)...)
+		if err != nil || ok {
+			return token, ok, err
+		}
+	}
+	return c.run(ctx, c.f.lock, name, c.id, lease)
+}
+
+// run runs a take statement: the token and true when it took the row.
+func (c *sqlFloorClient) run(ctx context.Context, stmt string, args ...any) (int64, bool, error) {
 	if c.f.returning {
 		var token int64
-		err := c.db.QueryRowContext(ctx, c.f.lock, name, c.id, lease).Scan(&token)
+		err := c.db.QueryRowContext(ctx, stmt, args...).Scan(&token)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, false, nil
 		}
 		return token, err == nil, err
 	}
-	res, err := c.db.ExecContext(ctx, c.f.lock, name, c.id, lease)
+	res, err := c.db.ExecContext(ctx, stmt, args...)
 	if err != nil {
 		return 0, false, err
 	}
@@ -257,5 +297,10 @@ func (l sqlFloorLock) Unlock(ctx context.Context) error {
 	if n != 1 {
 		return fmt.Errorf("floor: unlock: %d rows changed, want 1 (not held)", n)
 	}
+	l.c.mu.Lock()
+	if len(l.c.freed) < maxFreed {
+		l.c.freed[l.name] = true
+	}
+	l.c.mu.Unlock()
 	return nil
 }

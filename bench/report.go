@@ -49,7 +49,8 @@ func renderReport(facts []fact, targets []Target, tables []Table, wall time.Dura
 		"The *floor* rows are not libraries: each is the least a lock of its kind can cost on its backend, " +
 		"two round trips a cycle of one plain command or autocommit statement each " +
 		"(Redis: SET NX PX and DEL, without a token or an owner check; PostgreSQL and MariaDB: a lease in a row, " +
-		"one single-row upsert that takes it and bumps its token and one single-row update that frees it, " +
+		"one single-row write that takes it and bumps its token (a plain update where the client freed the row last, else an upsert) " +
+		"and one single-row update that frees it, " +
 		"the two committed writes every lease that outlives its connection needs). " +
 		"They run only in (a), (b) and (b′) and are never counted as a peer. In (a) and (b) they bound what any library can reach; " +
 		"in (b′) a library that sends the calls of many goroutines in one round trip, as simba's Redis store does, can pass them. " +

@@ -221,6 +221,61 @@ func TestSQLFloorMySQL(t *testing.T) {
 	checkTarget(t, sqlTarget(t, mysqlServers(t), "floor/MariaDB"), floorLease+5*time.Second)
 }
 
+// TestSQLFloorRetake: a floor client takes a row it freed last with a
+// plain update (the next token), and when another holds it, waits.
+func TestSQLFloorRetake(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tg   func(*testing.T) Target
+	}{
+		{"postgres", func(t *testing.T) Target { return sqlTarget(t, postgresServers(t), "floor/PostgreSQL") }},
+		{"mysql", func(t *testing.T) Target { return sqlTarget(t, mysqlServers(t), "floor/MariaDB") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			tg := c.tg(t)
+			open := func() *sqlFloorClient {
+				cl, err := tg.Open(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cl.Close() })
+				return cl.(*sqlFloorClient)
+			}
+			c1, c2 := open(), open()
+			lock := func(cl *sqlFloorClient) sqlFloorLock {
+				t.Helper()
+				l, err := cl.Lock(ctx, testKey)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l.(sqlFloorLock)
+			}
+			l := lock(c1)
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			again := lock(c1) // the retake
+			if c.name == "postgres" && again.token != l.token+1 {
+				t.Errorf("retake token %d after %d, want one more", again.token, l.token)
+			}
+			if err := again.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l2 := lock(c2)
+			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			if l, err := c1.Lock(short, testKey); err == nil {
+				t.Errorf("c1 took the row c2 holds, by its retake")
+				_ = l.Unlock(ctx)
+			}
+			if err := l2.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestSQLPostgresOps(t *testing.T) {
 	checkOpsOwn(t, pgOps(postgresServers(t).Postgres))
 }
