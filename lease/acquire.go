@@ -109,7 +109,9 @@ func (s *slot) acquireNow(ctx context.Context, kind claimKind, l *Lease) (*Lease
 	m.called(opAcquire, call, err)
 	if err != nil {
 		err = fmt.Errorf("lease: acquire %q: %w", s.name, err)
-		m.logAcquireFailed(s.name, err)
+		if ctx.Err() == nil { // else the caller ended it, and gets the error
+			m.logAcquireFailed(s.name, err)
+		}
 		s.mu.Lock()
 		s.p.uncertain = true
 		s.p.errs++

@@ -136,3 +136,31 @@ func TestWaitingLogsAtDebug(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelledAcquireLogsNothing: an Acquire that ends because its
+// caller's context did, its store call cut short, is the caller's doing,
+// not a failure: the caller gets the error and nothing is logged (the
+// CLI printed "acquire failed ... context canceled" on every interrupt
+// that came during an attempt).
+func TestCancelledAcquireLogsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		g := &logged{}
+		m := newMgr(t, st, "a", lease.WithLogger(slog.New(g)))
+		st.FailContender("a", memstore.FaultHangCtx)
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() {
+			_, err := m.Acquire(ctx, "job")
+			done <- err
+		}()
+		synctest.Wait() // the attempt hangs in the store
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("Acquire under a cancelled context succeeded")
+		}
+		st.Heal()
+		synctest.Wait()
+		wantLogs(t, g)
+	})
+}

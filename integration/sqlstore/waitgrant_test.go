@@ -108,17 +108,23 @@ func (r waitGrantRig) waitGrantAsync() func(t *testing.T) waitGrantResult {
 }
 
 // waiting waits until W's connection blocks in GET_LOCK and returns the
-// server's clock then, in epoch ms. It gives up after a minute: the wait
-// failed before it began.
+// server's clock once it did, in epoch ms: read by a statement of its own
+// after the one that saw W waiting (that statement's NOW is its own
+// start, which can come before W's statement began: it failed so beside
+// a make test, the grant 1 ms after it). It gives up after a minute: the
+// wait failed before it began.
 func (r waitGrantRig) waiting(t *testing.T) int64 {
 	t.Helper()
 	for start := time.Now(); time.Since(start) < time.Minute; {
 		var n, now int64
-		if err := r.db.QueryRowContext(t.Context(), "SELECT COUNT(*), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) FROM information_schema.PROCESSLIST "+
-			"WHERE ID = ? AND STATE = 'User lock'", r.wid).Scan(&n, &now); err != nil {
+		if err := r.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST "+
+			"WHERE ID = ? AND STATE = 'User lock'", r.wid).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 1 {
+			if err := r.db.QueryRowContext(t.Context(), "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)").Scan(&now); err != nil {
+				t.Fatal(err)
+			}
 			return now
 		}
 		time.Sleep(time.Millisecond)
