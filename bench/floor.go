@@ -110,9 +110,11 @@ const (
 		ON CONFLICT (k) DO UPDATE SET owner = excluded.owner, token = f.token + 1, until_ms = excluded.until_ms
 		WHERE f.owner = '' OR f.until_ms < (extract(epoch FROM clock_timestamp()) * 1000)::bigint
 		RETURNING token`
-	pgFloorRetake = `UPDATE bench_floor SET owner = $2, token = token + 1,
-		until_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint + $3
-		WHERE k = $1 AND (owner = '' OR until_ms < (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+	// The arguments of a retake come as MySQL's placeholders take them:
+	// the owner, the lease (ms), the name.
+	pgFloorRetake = `UPDATE bench_floor SET owner = $1, token = token + 1,
+		until_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint + $2
+		WHERE k = $3 AND (owner = '' OR until_ms < (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
 		RETURNING token`
 	pgFloorUnlock = `UPDATE bench_floor SET owner = '' WHERE k = $1 AND owner = $2 AND token = $3`
 
@@ -145,10 +147,7 @@ type sqlFloor struct {
 	table               string // the CREATE TABLE statement
 	returning           bool   // the take statements return the token (else affected rows tell)
 	lock, unlock        string
-	// retake is the plain UPDATE that takes a row the client freed last;
-	// retakeArgs orders its arguments (the name, the owner, the lease ms).
-	retake     string
-	retakeArgs func(name, owner string, lease int64) []any
+	retake              string // the plain UPDATE that takes a row the client freed last: (owner, lease ms, name)
 
 	mu      sync.Mutex
 	created bool
@@ -157,8 +156,7 @@ type sqlFloor struct {
 // pgFloorTarget is the PostgreSQL floor, on pgx as simba's target.
 func pgFloorTarget(s Servers) Target {
 	f := &sqlFloor{driver: "pgx", dsn: s.Postgres, prefix: s.KeyPrefix, table: pgFloorTable, returning: true,
-		lock: pgFloorLock, unlock: pgFloorUnlock, retake: pgFloorRetake,
-		retakeArgs: func(name, owner string, lease int64) []any { return []any{name, owner, lease} }}
+		lock: pgFloorLock, unlock: pgFloorUnlock, retake: pgFloorRetake}
 	return Target{Lib: floorLib, Backend: "PostgreSQL", Floor: true, Open: f.open, Ops: pgOps(s.Postgres), Settle: pgStatsSettle,
 		Takeover: floorLease,
 		Settings: "a lease in a row: INSERT … ON CONFLICT DO UPDATE … WHERE free or expired RETURNING token " +
@@ -169,8 +167,7 @@ func pgFloorTarget(s Servers) Target {
 // myFloorTarget is the MariaDB floor, with simba's DSN settings.
 func myFloorTarget(s Servers) Target {
 	f := &sqlFloor{driver: "mysql", dsn: withInterpolateParams(s.MySQL), prefix: s.KeyPrefix, table: myFloorTable,
-		lock: myFloorLock, unlock: myFloorUnlock, retake: myFloorRetake,
-		retakeArgs: func(name, owner string, lease int64) []any { return []any{owner, lease, name} }}
+		lock: myFloorLock, unlock: myFloorUnlock, retake: myFloorRetake}
 	return Target{Lib: floorLib, Backend: "MariaDB", Floor: true, Open: f.open, Ops: mysqlOps(s.MySQL), Takeover: floorLease,
 		Settings: "a lease in a row: INSERT … ON DUPLICATE KEY UPDATE (taken when free or expired, token bumped; affected rows tell; " +
 			"a plain UPDATE where the client freed the row last), " +
@@ -245,7 +242,7 @@ func (c *sqlFloorClient) try(ctx context.Context, name string) (int64, bool, err
 	delete(c.freed, name)
 	c.mu.Unlock()
 	if mine {
-		token, ok, err := c.run(ctx, c.f.retake, c.f.retakeArgs(name, c.id, lease)...)
+		token, ok, err := c.run(ctx, c.f.retake, c.id, lease, name)
 		if err != nil || ok {
 			return token, ok, err
 		}

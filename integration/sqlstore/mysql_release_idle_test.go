@@ -96,6 +96,13 @@ func TestMySQLReleaseIdleStatement(t *testing.T) {
 		}
 		return r.Token
 	}
+	// cycle takes name for a and releases it.
+	cycle := func(name string) {
+		t.Helper()
+		if err := s.Release(ctx, name, "a", acquire(name, "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// release releases who's grant with token and returns the statements
 	// it ran.
 	release := func(name, who string, token uint64) map[string]int {
@@ -122,7 +129,7 @@ func TestMySQLReleaseIdleStatement(t *testing.T) {
 	// own entry (see queries/mysql/mutex.sql): its release drops it.
 	log.take(t)
 	for i := range 20 {
-		s.Release(ctx, "idle/solo", "a", acquire("idle/solo", "a"))
+		cycle("idle/solo")
 		if i == 0 {
 			if n := queueLen(t, plain, "idle/solo"); n != 0 {
 				t.Errorf("the queue of a new row holds %d entries after its first release, want 0", n)
@@ -137,7 +144,7 @@ func TestMySQLReleaseIdleStatement(t *testing.T) {
 	// Fifty new names: a statement to take each and one to free it.
 	for i := range 50 {
 		name := fmt.Sprintf("idle/new/%d", i)
-		s.Release(ctx, name, "a", acquire(name, "a"))
+		cycle(name)
 	}
 	if got := log.take(t); got["Acquire"] != 50 || got["ReleaseIdle"] != 50 || got["Release"] != 0 {
 		t.Errorf("50 cycles on new names ran Acquire %d, ReleaseIdle %d and Release %d times, want 50, 50 and 0 (all: %v)",
@@ -148,7 +155,7 @@ func TestMySQLReleaseIdleStatement(t *testing.T) {
 	// holder's own, but not its key): ReleaseIdle leaves it to Release,
 	// which reserves the lock for that waiter.
 	const one = "idle/one"
-	s.Release(ctx, one, "a", acquire(one, "a")) // a new row: the next grant finds the queue empty
+	cycle(one) // a new row: the next grant finds the queue empty
 	tok := acquire(one, "a")
 	enqueueGone(t, mysqlDB, dsn, plain, one, "w1", 1)
 	if got := release(one, "a", tok); got["ReleaseIdle"] != 1 || got["Release"] != 1 {
